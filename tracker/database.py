@@ -1,0 +1,105 @@
+"""Engines for the ledger: SQLite (WAL) under the data directory by default, PostgreSQL by URL."""
+
+from __future__ import annotations
+
+import fcntl
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Table, create_engine, event, text
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+
+from tracker.schema import metadata
+
+# Writers on SQLite wait this long for the lock instead of failing at once.
+_SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def connect(url: str) -> Engine:
+    """An engine for `url`, with the schema created if it is missing."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        engine = _sqlite_engine(url)
+    else:
+        engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+    create_schema(engine)
+    return engine
+
+
+def _sqlite_engine(url: str) -> Engine:
+    database = make_url(url).database
+    if database and database != ":memory:":
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": _SQLITE_BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event, not the driver, open transactions.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
+        # In WAL mode NORMAL survives any process crash; only a power loss can drop the last commits.
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        # Take the write lock up front: a deferred transaction that reads, then writes, can fail
+        # with "database is locked" when another process committed in between, and no timeout helps.
+        if connection.get_execution_options().get("read_only"):
+            connection.exec_driver_sql("BEGIN")
+        else:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+@contextmanager
+def _schema_lock(engine: Engine) -> Iterator[None]:
+    """One process at a time creates the schema (two fresh workers raced on WAL setup otherwise)."""
+    database = make_url(str(engine.url)).database if is_sqlite(engine) else None
+    if not database or database == ":memory:":
+        yield
+        return
+    with open(f"{database}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def create_schema(engine: Engine) -> None:
+    with _schema_lock(engine):
+        if is_sqlite(engine):
+            # WAL is a property of the database file: set it once, at creation, not per connection.
+            raw = engine.raw_connection()
+            try:
+                cursor = raw.cursor()
+                if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    cursor.execute("PRAGMA journal_mode=WAL")
+                cursor.close()
+            finally:
+                raw.close()
+        with engine.begin() as conn:
+            if not is_sqlite(engine):
+                conn.execute(text("SELECT pg_advisory_xact_lock(727274)"))
+            metadata.create_all(conn, checkfirst=True)
+
+
+def insert_ignoring_duplicates(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> int:
+    """INSERT ... ON CONFLICT DO NOTHING; the number of rows inserted (for single rows, exact)."""
+    if not rows:
+        return 0
+    dialect = sqlite if conn.dialect.name == "sqlite" else postgresql
+    statement = dialect.insert(table).on_conflict_do_nothing()
+    if len(rows) == 1:
+        return conn.execute(statement, rows[0]).rowcount
+    return conn.execute(statement, list(rows)).rowcount

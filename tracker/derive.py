@@ -1,0 +1,46 @@
+"""From one stored delivery to the rows it adds to the derived state. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tracker.attributes import AttributeVersion, version_of
+from tracker.payloads import json_bytes, parse_pull_request_event
+from tracker.timeline import Fact, facts_of
+from tracker.window import month_of
+
+PULL_REQUEST = "pull_request"
+
+
+@dataclass(frozen=True)
+class Derivation:
+    repo: str
+    number: int
+    facts: tuple[Fact, ...]
+    version: AttributeVersion
+    activity_months: frozenset[str]  # months (repository time zone) holding one of the facts
+    touched_months: frozenset[str]  # months whose reports may read what this delivery added
+
+
+def derive(
+    delivery_id: str,
+    content_type: str,
+    body: bytes,
+    timezone_for: Callable[[str], str],
+) -> Derivation:
+    """What a `pull_request` delivery proves. Raises payloads.MalformedBody/IncompleteBody."""
+    event = parse_pull_request_event(json_bytes(body, content_type))
+    repo = event.repository.full_name
+    tz = timezone_for(repo)
+    facts = tuple(facts_of(event))
+    version = version_of(event, delivery_id)
+    activity = frozenset(month_of(fact.at, tz) for fact in facts)
+    return Derivation(
+        repo=repo,
+        number=event.pull_request.number,
+        facts=facts,
+        version=version,
+        activity_months=activity,
+        touched_months=activity | {month_of(version.at, tz)},
+    )

@@ -1,0 +1,219 @@
+"""The ledger of raw deliveries and hook pings: the source of truth, written before the 202."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine, func, select, update
+
+from tracker.database import insert_ignoring_duplicates
+from tracker.schema import deliveries, hooks
+
+PENDING, PROCESSED, FAILED = "pending", "processed", "failed"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class Delivery:
+    id: str
+    event: str
+    action: str | None
+    repo: str | None
+    hook_id: str | None
+    content_type: str
+    headers: dict[str, str]
+    body: bytes
+    received_at: int
+
+
+@dataclass(frozen=True)
+class DeliveryCounts:
+    received: int
+    processed: int
+    failed: int
+    pending: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "received": self.received,
+            "processed": self.processed,
+            "failed": self.failed,
+            "pending": self.pending,
+        }
+
+
+class Ledger:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # --- writing, on the request path ---------------------------------------------------------
+
+    def store(self, delivery: Delivery) -> bool:
+        """Append a delivery; False when its id is already stored (a redelivery)."""
+        row = {
+            "id": delivery.id,
+            "event": delivery.event,
+            "action": delivery.action,
+            "repo": delivery.repo,
+            "hook_id": delivery.hook_id,
+            "content_type": delivery.content_type,
+            "headers": json.dumps(delivery.headers, sort_keys=True),
+            "body": delivery.body,
+            "received_at": delivery.received_at,
+            "status": PENDING,
+            "attempts": 0,
+        }
+        with self.engine.begin() as conn:
+            return insert_ignoring_duplicates(conn, deliveries, [row]) == 1
+
+    def record_ping(self, hook_id: str, hook_type: str | None, events: Sequence[str], target: str | None) -> None:
+        at = now_ms()
+        with self.engine.begin() as conn:
+            inserted = insert_ignoring_duplicates(
+                conn,
+                hooks,
+                [
+                    {
+                        "hook_id": hook_id,
+                        "hook_type": hook_type,
+                        "events": json.dumps(list(events)),
+                        "target": target,
+                        "first_ping_at": at,
+                        "last_ping_at": at,
+                        "pings": 1,
+                    }
+                ],
+            )
+            if not inserted:
+                conn.execute(
+                    update(hooks)
+                    .where(hooks.c.hook_id == hook_id)
+                    .values(
+                        hook_type=hook_type,
+                        events=json.dumps(list(events)),
+                        target=target,
+                        last_ping_at=at,
+                        pings=hooks.c.pings + 1,
+                    )
+                )
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def get(self, delivery_id: str) -> Delivery | None:
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            row = conn.execute(select(deliveries).where(deliveries.c.id == delivery_id)).first()
+        return _delivery(row._mapping) if row is not None else None
+
+    def status_of(self, delivery_id: str) -> str | None:
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            return conn.execute(
+                select(deliveries.c.status).where(deliveries.c.id == delivery_id)
+            ).scalar_one_or_none()
+
+    def counts(self) -> DeliveryCounts:
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            by_status = dict(
+                conn.execute(select(deliveries.c.status, func.count()).group_by(deliveries.c.status)).all()
+            )
+        processed, failed, pending = (by_status.get(s, 0) for s in (PROCESSED, FAILED, PENDING))
+        return DeliveryCounts(processed + failed + pending, processed, failed, pending)
+
+    def ids_with_status(self, status: str, received_before: int | None = None) -> list[str]:
+        query = select(deliveries.c.id).where(deliveries.c.status == status)
+        if received_before is not None:
+            query = query.where(deliveries.c.received_at < received_before)
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            return list(conn.execute(query.order_by(deliveries.c.received_at, deliveries.c.id)).scalars())
+
+    def failures(self, limit: int = 50) -> list[dict[str, Any]]:
+        query = (
+            select(deliveries.c.id, deliveries.c.repo, deliveries.c.attempts, deliveries.c.last_error)
+            .where(deliveries.c.status == FAILED)
+            .order_by(deliveries.c.received_at.desc())
+            .limit(limit)
+        )
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            return [
+                {"delivery_id": r.id, "repo": r.repo, "attempts": r.attempts, "error": r.last_error}
+                for r in conn.execute(query)
+            ]
+
+    def hooks(self) -> list[dict[str, Any]]:
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            rows = conn.execute(select(hooks).order_by(hooks.c.hook_id)).all()
+        return [
+            {
+                "hook_id": r.hook_id,
+                "type": r.hook_type,
+                "events": json.loads(r.events),
+                "target": r.target,
+                "first_ping_at": _iso_ms(r.first_ping_at),
+                "last_ping_at": _iso_ms(r.last_ping_at),
+                "pings": r.pings,
+            }
+            for r in rows
+        ]
+
+    def iter_pull_request_deliveries(self, batch: int = 500) -> Iterator[list[Delivery]]:
+        """Every stored pull_request delivery, in batches, in a stable order (for rebuilds)."""
+        last = ""
+        while True:
+            query = (
+                select(deliveries)
+                .where(deliveries.c.event == "pull_request", deliveries.c.id > last)
+                .order_by(deliveries.c.id)
+                .limit(batch)
+            )
+            with self.engine.connect().execution_options(read_only=True) as conn:
+                rows = [_delivery(r._mapping) for r in conn.execute(query)]
+            if not rows:
+                return
+            yield rows
+            last = rows[-1].id
+
+    # --- outcomes of processing ---------------------------------------------------------------
+
+    def record_attempt_failed(self, delivery_id: str, error: str, final: bool) -> None:
+        """Remember why processing failed; after the last retry the delivery is `failed`."""
+        values: dict[str, Any] = {"attempts": deliveries.c.attempts + 1, "last_error": error[:2000]}
+        if final:
+            values["status"] = FAILED
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(deliveries)
+                .where(deliveries.c.id == delivery_id, deliveries.c.status != PROCESSED)
+                .values(**values)
+            )
+
+    def reset_failed(self) -> list[str]:
+        """Turn every failed delivery back to pending; their ids, for re-enqueueing."""
+        with self.engine.begin() as conn:
+            ids = list(conn.execute(select(deliveries.c.id).where(deliveries.c.status == FAILED)).scalars())
+            if ids:
+                conn.execute(update(deliveries).where(deliveries.c.status == FAILED).values(status=PENDING))
+        return ids
+
+
+def _delivery(row: Any) -> Delivery:
+    return Delivery(
+        id=row["id"],
+        event=row["event"],
+        action=row["action"],
+        repo=row["repo"],
+        hook_id=row["hook_id"],
+        content_type=row["content_type"],
+        headers=json.loads(row["headers"]),
+        body=bytes(row["body"]),
+        received_at=row["received_at"],
+    )
+
+
+def _iso_ms(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))

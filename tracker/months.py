@@ -1,0 +1,39 @@
+"""Reading a month's snapshot from the derived state (the I/O edge around the pure core)."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+from tracker.config import TrackerConfig
+from tracker.snapshot import MonthSnapshot, build_snapshot
+from tracker.state import MonthState
+from tracker.window import resolve_window, today_in
+
+
+class UnknownRepository(LookupError):
+    pass
+
+
+def load_snapshot(
+    state: MonthState,
+    config: TrackerConfig,
+    repo: str,
+    month: str,
+    cutoff: str | None,
+    today: date | None = None,
+) -> MonthSnapshot:
+    """The snapshot of `repo` for `month` (`YYYY-MM` or `current`) at `cutoff` (`YYYY-MM-DD` or None).
+    Raises UnknownRepository, or window.WindowError for a bad month or cutoff."""
+    stored = state.has_repository(repo)
+    if stored is None:
+        raise UnknownRepository(f"no deliveries have been received for {repo}")
+    tz = config.timezone_for(stored)
+    window = resolve_window(month, cutoff, tz, today if today is not None else today_in(tz))
+    inputs = state.month_inputs(stored, str(window.month), window.end)
+    return build_snapshot(stored, window, inputs.timelines, inputs.versions)
+
+
+def snapshot_json(snapshot: MonthSnapshot) -> str:
+    """The snapshot as JSON text; the same state always gives the same bytes."""
+    return json.dumps(snapshot.as_dict(), ensure_ascii=False, indent=2) + "\n"

@@ -1,0 +1,40 @@
+"""`tracker rebuild`: drop every derived table and derive it again from the raw ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tracker.config import TrackerConfig
+from tracker.derive import Derivation, derive
+from tracker.ledger import Ledger
+from tracker.payloads import IncompleteBody, MalformedBody
+from tracker.state import MonthState, mark_processed, write_derivations
+
+
+def rebuild(
+    ledger: Ledger,
+    state: MonthState,
+    config: TrackerConfig,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[int, int]:
+    """Re-derive everything; returns (processed, failed). Stop the workers first: a job that runs
+    while the tables are dropped would fail and be retried, but a rebuild alone is simpler."""
+    state.drop_and_recreate()
+    processed = failed = 0
+    for batch in ledger.iter_pull_request_deliveries():
+        items: list[tuple[str, Derivation]] = []
+        for delivery in batch:
+            try:
+                items.append(
+                    (delivery.id, derive(delivery.id, delivery.content_type, delivery.body, config.timezone_for))
+                )
+            except (MalformedBody, IncompleteBody) as exc:
+                ledger.record_attempt_failed(delivery.id, f"{type(exc).__name__}: {exc}", final=True)
+                failed += 1
+        with state.engine.begin() as conn:
+            write_derivations(conn, items)
+            mark_processed(conn, [delivery_id for delivery_id, _ in items])
+        processed += len(items)
+        if progress is not None:
+            progress(len(batch))
+    return processed, failed

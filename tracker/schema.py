@@ -1,0 +1,113 @@
+"""The ledger's tables (SQLAlchemy Core), the same on SQLite and PostgreSQL.
+
+`deliveries` and `hooks` are the source of truth. Everything under DERIVED is computed from the
+stored deliveries and can be dropped and rebuilt (`tracker rebuild`). Instants are UTC epoch
+seconds (GitHub stamps to the second); `received_at` is epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+
+# --- source of truth ------------------------------------------------------------------------
+
+deliveries = Table(
+    "deliveries",
+    metadata,
+    Column("id", String(100), primary_key=True),  # X-GitHub-Delivery, kept by GitHub on redelivery
+    Column("event", String(64), nullable=False),
+    Column("action", String(64)),
+    Column("repo", String(255)),
+    Column("hook_id", String(32)),
+    Column("content_type", String(100), nullable=False),
+    Column("headers", Text, nullable=False),  # JSON of the headers that matter
+    Column("body", LargeBinary, nullable=False),  # the raw bytes GitHub signed
+    Column("received_at", BigInteger, nullable=False),
+    # pending -> processed, or pending -> failed after the last retry
+    Column("status", String(16), nullable=False, default="pending"),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("last_error", Text),
+    Column("processed_at", BigInteger),
+)
+Index("ix_deliveries_status_received", deliveries.c.status, deliveries.c.received_at)
+
+hooks = Table(
+    "hooks",
+    metadata,
+    Column("hook_id", String(32), primary_key=True),
+    Column("hook_type", String(64)),
+    Column("events", Text, nullable=False),  # JSON list
+    Column("target", String(255)),
+    Column("first_ping_at", BigInteger, nullable=False),
+    Column("last_ping_at", BigInteger, nullable=False),
+    Column("pings", Integer, nullable=False),
+)
+
+# --- DERIVED: rebuilt from deliveries -------------------------------------------------------
+
+repositories = Table(
+    "repositories",
+    metadata,
+    Column("full_name", String(255), primary_key=True),
+    Column("first_seen_delivery", String(100), nullable=False),
+)
+
+pr_facts = Table(
+    "pr_facts",
+    metadata,
+    Column("repo", String(255), primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("kind", String(16), primary_key=True),
+    Column("at", BigInteger, primary_key=True),
+)
+
+pr_versions = Table(
+    "pr_versions",
+    metadata,
+    Column("repo", String(255), primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("at", BigInteger, primary_key=True),
+    Column("delivery_id", String(100), primary_key=True),
+    Column("title", Text, nullable=False),
+    Column("body", Text, nullable=False),
+    Column("base_ref", String(255), nullable=False),
+    Column("head_ref", String(255), nullable=False),
+    Column("head_sha", String(64), nullable=False),
+    Column("labels", Text, nullable=False),  # JSON list, sorted
+    Column("draft", Boolean, nullable=False),
+    Column("author", String(255), nullable=False),
+)
+
+# Which PRs have facts in which month (in the repository's time zone), so that a month's snapshot
+# reads only that month's PRs.
+month_activity = Table(
+    "month_activity",
+    metadata,
+    Column("repo", String(255), primary_key=True),
+    Column("month", String(7), primary_key=True),
+    Column("number", Integer, primary_key=True),
+)
+
+# A counter per month that changes whenever something the month's report reads may have changed.
+months = Table(
+    "months",
+    metadata,
+    Column("repo", String(255), primary_key=True),
+    Column("month", String(7), primary_key=True),
+    Column("version", BigInteger, nullable=False),
+)
+
+DERIVED_TABLES = (repositories, pr_facts, pr_versions, month_activity, months)

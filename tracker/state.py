@@ -1,0 +1,214 @@
+"""The derived per-month state: facts, attribute versions, the activity index, month versions.
+
+Writes are idempotent (INSERT ... ON CONFLICT DO NOTHING on natural keys), so a delivery applied
+twice, or deliveries applied in any order, leave the same rows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, Engine, and_, func, select, update
+
+from tracker.attributes import AttributeVersion, version_at
+from tracker.database import insert_ignoring_duplicates
+from tracker.derive import Derivation
+from tracker.ledger import PROCESSED, now_ms
+from tracker.schema import (
+    DERIVED_TABLES,
+    deliveries,
+    metadata,
+    month_activity,
+    months,
+    pr_facts,
+    pr_versions,
+    repositories,
+)
+from tracker.timeline import Fact, FactKind
+
+
+@dataclass(frozen=True)
+class MonthInputs:
+    """What a month's snapshot reads: every fact of the month's PRs, and their candidate versions."""
+
+    timelines: dict[int, list[Fact]]
+    versions: dict[int, AttributeVersion]
+
+
+class MonthState:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def apply(self, delivery_id: str, derivation: Derivation | None) -> bool:
+        """Add what a delivery proves and mark it processed, in one transaction.
+        False when it was already processed (nothing changes)."""
+        with self.engine.begin() as conn:
+            status = conn.execute(
+                select(deliveries.c.status).where(deliveries.c.id == delivery_id)
+            ).scalar_one_or_none()
+            if status is None or status == PROCESSED:
+                return False
+            if derivation is not None:
+                write_derivations(conn, [(delivery_id, derivation)])
+            mark_processed(conn, [delivery_id])
+        return True
+
+    def drop_and_recreate(self) -> None:
+        with self.engine.begin() as conn:
+            for table in reversed(DERIVED_TABLES):
+                table.drop(conn, checkfirst=True)
+            metadata.create_all(conn, tables=list(DERIVED_TABLES), checkfirst=True)
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def has_repository(self, repo: str) -> str | None:
+        """The stored spelling of `repo` (matched case-insensitively, as GitHub does), or None."""
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            return conn.execute(
+                select(repositories.c.full_name).where(func.lower(repositories.c.full_name) == repo.lower())
+            ).scalar_one_or_none()
+
+    def repository_names(self) -> list[str]:
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            return list(conn.execute(select(repositories.c.full_name).order_by(repositories.c.full_name)).scalars())
+
+    def month_versions(self, repo: str) -> dict[str, int]:
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            rows = conn.execute(
+                select(months.c.month, months.c.version).where(months.c.repo == repo).order_by(months.c.month)
+            ).all()
+        return {row.month: row.version for row in rows}
+
+    def month_inputs(self, repo: str, month: str, end: int) -> MonthInputs:
+        in_month = and_(month_activity.c.repo == repo, month_activity.c.month == month)
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            fact_rows = conn.execute(
+                select(pr_facts.c.number, pr_facts.c.kind, pr_facts.c.at)
+                .join(
+                    month_activity,
+                    and_(month_activity.c.repo == pr_facts.c.repo, month_activity.c.number == pr_facts.c.number),
+                )
+                .where(in_month)
+            ).all()
+            candidates = _version_candidates(conn, repo, month, end)
+        timelines: dict[int, list[Fact]] = defaultdict(list)
+        for number, kind, at in fact_rows:
+            timelines[number].append(Fact(FactKind(kind), at))
+        versions = {}
+        for number, rows in candidates.items():
+            chosen = version_at(rows, end)
+            if chosen is not None:
+                versions[number] = chosen
+        return MonthInputs(timelines=dict(timelines), versions=versions)
+
+
+def _version_candidates(conn: Connection, repo: str, month: str, end: int) -> dict[int, list[AttributeVersion]]:
+    """For each PR of the month, the last version before `end` and the first one at or after it;
+    `attributes.version_at` makes the choice between them."""
+    joined = and_(
+        month_activity.c.repo == pr_versions.c.repo,
+        month_activity.c.number == pr_versions.c.number,
+        month_activity.c.month == month,
+    )
+    ranked_before = (
+        select(pr_versions, func.row_number().over(
+            partition_by=pr_versions.c.number,
+            order_by=(pr_versions.c.at.desc(), pr_versions.c.delivery_id.desc()),
+        ).label("rank"))
+        .join(month_activity, joined)
+        .where(pr_versions.c.repo == repo, pr_versions.c.at < end)
+        .subquery()
+    )
+    ranked_after = (
+        select(pr_versions, func.row_number().over(
+            partition_by=pr_versions.c.number,
+            order_by=(pr_versions.c.at.asc(), pr_versions.c.delivery_id.asc()),
+        ).label("rank"))
+        .join(month_activity, joined)
+        .where(pr_versions.c.repo == repo, pr_versions.c.at >= end)
+        .subquery()
+    )
+    found: dict[int, list[AttributeVersion]] = defaultdict(list)
+    for ranked in (ranked_before, ranked_after):
+        for row in conn.execute(select(ranked).where(ranked.c.rank == 1)):
+            found[row.number].append(
+                AttributeVersion(
+                    at=row.at,
+                    delivery_id=row.delivery_id,
+                    title=row.title,
+                    body=row.body,
+                    base_ref=row.base_ref,
+                    head_ref=row.head_ref,
+                    head_sha=row.head_sha,
+                    labels=tuple(json.loads(row.labels)),
+                    draft=bool(row.draft),
+                    author=row.author,
+                )
+            )
+    return found
+
+
+def write_derivations(conn: Connection, items: Sequence[tuple[str, Derivation]]) -> None:
+    """Insert the rows of many derivations at once (the worker passes one, a rebuild many)."""
+    repo_rows: dict[str, dict[str, object]] = {}
+    fact_rows: dict[tuple[str, int, str, int], dict[str, object]] = {}
+    version_rows = []
+    activity_rows: dict[tuple[str, str, int], dict[str, object]] = {}
+    touched: set[tuple[str, str]] = set()
+    for delivery_id, d in items:
+        repo_rows.setdefault(d.repo, {"full_name": d.repo, "first_seen_delivery": delivery_id})
+        for fact in d.facts:
+            key = (d.repo, d.number, fact.kind.value, fact.at)
+            fact_rows[key] = {"repo": d.repo, "number": d.number, "kind": fact.kind.value, "at": fact.at}
+        v = d.version
+        version_rows.append(
+            {
+                "repo": d.repo,
+                "number": d.number,
+                "at": v.at,
+                "delivery_id": v.delivery_id,
+                "title": v.title,
+                "body": v.body,
+                "base_ref": v.base_ref,
+                "head_ref": v.head_ref,
+                "head_sha": v.head_sha,
+                "labels": json.dumps(list(v.labels)),
+                "draft": v.draft,
+                "author": v.author,
+            }
+        )
+        for month in d.activity_months:
+            activity_rows[(d.repo, month, d.number)] = {"repo": d.repo, "month": month, "number": d.number}
+        touched.update((d.repo, month) for month in d.touched_months)
+    insert_ignoring_duplicates(conn, repositories, list(repo_rows.values()))
+    insert_ignoring_duplicates(conn, pr_facts, list(fact_rows.values()))
+    insert_ignoring_duplicates(conn, pr_versions, version_rows)
+    insert_ignoring_duplicates(conn, month_activity, list(activity_rows.values()))
+    _bump_months(conn, sorted(touched))
+
+
+def _bump_months(conn: Connection, touched: Sequence[tuple[str, str]]) -> None:
+    if not touched:
+        return
+    insert_ignoring_duplicates(
+        conn, months, [{"repo": repo, "month": month, "version": 0} for repo, month in touched]
+    )
+    for repo, month in touched:
+        conn.execute(
+            update(months)
+            .where(months.c.repo == repo, months.c.month == month)
+            .values(version=months.c.version + 1)
+        )
+
+
+def mark_processed(conn: Connection, delivery_ids: Sequence[str]) -> None:
+    conn.execute(
+        update(deliveries)
+        .where(deliveries.c.id.in_(list(delivery_ids)))
+        .values(status=PROCESSED, processed_at=now_ms(), last_error=None)
+    )

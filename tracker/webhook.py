@@ -1,0 +1,112 @@
+"""POST /webhook: verify, store, enqueue, answer. It never calls GitHub.
+
+GitHub gives a delivery 10 seconds before it counts it as failed ("Best practices for using
+webhooks"), so everything slow happens in the workers.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Blueprint, request
+
+from tracker import signature
+from tracker.app import MAX_BODY_BYTES, services
+from tracker.derive import PULL_REQUEST
+from tracker.ledger import Delivery, now_ms
+from tracker.payloads import (
+    FORM_CONTENT_TYPE,
+    IncompleteBody,
+    MalformedBody,
+    check_shape,
+    json_bytes,
+    parse_ping,
+)
+from tracker.queue import enqueue_deliveries
+
+blueprint = Blueprint("webhook", __name__)
+log = logging.getLogger(__name__)
+
+JSON_CONTENT_TYPE = "application/json"
+# Headers worth keeping with the raw body (never the signature: it is useless once verified).
+KEPT_HEADERS = (
+    "User-Agent",
+    "X-GitHub-Hook-ID",
+    "X-GitHub-Hook-Installation-Target-Type",
+    "X-GitHub-Hook-Installation-Target-ID",
+    "X-GitHub-Enterprise-Version",
+    "X-GitHub-Enterprise-Host",
+)
+
+Answer = tuple[dict[str, Any], int]
+
+
+@blueprint.post("/webhook")
+def receive() -> Answer:
+    app = services()
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        return _error(413, "the body is larger than GitHub's 25 MB payload cap")
+    body = request.get_data(cache=False)  # MAX_CONTENT_LENGTH stops a chunked body at the cap
+    if not signature.is_valid(app.webhook_secret, body, request.headers.get("X-Hub-Signature-256")):
+        return _error(401, "missing or wrong X-Hub-Signature-256: check the webhook secret")
+
+    event = request.headers.get("X-GitHub-Event", "").strip()
+    delivery_id = request.headers.get("X-GitHub-Delivery", "").strip()
+    if not event or not delivery_id:
+        return _error(400, "X-GitHub-Event and X-GitHub-Delivery headers are required")
+    content_type = (request.mimetype or JSON_CONTENT_TYPE).lower()
+    if content_type not in (JSON_CONTENT_TYPE, FORM_CONTENT_TYPE):
+        return _error(415, f"content type {content_type} is not one GitHub sends: use application/json")
+
+    if event == "ping":
+        return _ping(body, content_type)
+    if event != PULL_REQUEST:
+        return {}, 204
+
+    try:
+        shape = check_shape(json_bytes(body, content_type))
+    except MalformedBody as exc:
+        return _error(400, str(exc))
+    except IncompleteBody as exc:
+        return _error(422, f"the pull_request body lacks what the tracker needs: {exc}")
+
+    delivery = Delivery(
+        id=delivery_id,
+        event=event,
+        action=shape.action,
+        repo=shape.repository.full_name,
+        hook_id=request.headers.get("X-GitHub-Hook-ID"),
+        content_type=content_type,
+        headers={name: request.headers[name] for name in KEPT_HEADERS if name in request.headers},
+        body=body,
+        received_at=now_ms(),
+    )
+    if not app.ledger.store(delivery):
+        return {"status": "duplicate", "delivery": delivery_id}, 200
+    try:
+        enqueue_deliveries(app.queue, [delivery_id])
+    except Exception:  # stored is accepted: the sweep enqueues it once Redis is back
+        log.warning("could not enqueue delivery %s; the sweep will", delivery_id, exc_info=True)
+    return {"status": "accepted", "delivery": delivery_id}, 202
+
+
+def _ping(body: bytes, content_type: str) -> Answer:
+    try:
+        ping = parse_ping(json_bytes(body, content_type))
+    except (MalformedBody, IncompleteBody) as exc:
+        return _error(400, str(exc))
+    hook_id = request.headers.get("X-GitHub-Hook-ID") or (str(ping.hook_id) if ping.hook_id else None)
+    if hook_id is None:
+        return _error(400, "a ping needs X-GitHub-Hook-ID or hook_id")
+    services().ledger.record_ping(
+        hook_id,
+        ping.hook.type,
+        ping.hook.events,
+        request.headers.get("X-GitHub-Hook-Installation-Target-Type"),
+    )
+    return {"status": "pong", "hook_id": hook_id, "zen": ping.zen}, 200
+
+
+def _error(code: int, message: str) -> Answer:
+    return {"error": message}, code

@@ -1,0 +1,1 @@
+"""RQ job functions and the processes that run them."""

@@ -1,0 +1,42 @@
+"""The sweep: re-enqueue accepted deliveries that were never processed.
+
+The web process enqueues after the ledger commit, so a crash between the two, a worker killed
+mid-job, or a Redis that lost its queue leaves a delivery `pending` in the ledger with no job.
+Processing is idempotent, so enqueueing one that still has a job costs a little work and no harm.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from rq import Queue
+
+from tracker.ledger import PENDING, Ledger, now_ms
+from tracker.queue import enqueue_deliveries
+
+log = logging.getLogger(__name__)
+
+# Deliveries younger than this are most likely still in the queue.
+DEFAULT_GRACE_SECONDS = 60
+
+
+def sweep(ledger: Ledger, queue: Queue, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> int:
+    """Enqueue every pending delivery received more than `grace_seconds` ago; how many."""
+    ids = ledger.ids_with_status(PENDING, received_before=now_ms() - int(grace_seconds * 1000))
+    for start in range(0, len(ids), 500):
+        enqueue_deliveries(queue, ids[start : start + 500])
+    if ids:
+        log.info("sweep re-enqueued %d pending deliveries", len(ids))
+    return len(ids)
+
+
+def sweep_forever(
+    ledger: Ledger, queue: Queue, every_seconds: float, stop: threading.Event, grace_seconds: float
+) -> None:
+    while not stop.is_set():
+        try:
+            sweep(ledger, queue, grace_seconds)
+        except Exception:  # keep sweeping: a Redis or database outage is temporary
+            log.exception("sweep failed; trying again in %.0f s", every_seconds)
+        stop.wait(every_seconds)
