@@ -9,7 +9,7 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
@@ -87,7 +87,7 @@ def month_window(month: Month, cutoff: date, tz_name: str) -> Window:
 
 
 def today_in(tz_name: str, now: datetime | None = None) -> date:
-    moment = now if now is not None else datetime.now(timezone.utc)
+    moment = now if now is not None else datetime.now(UTC)
     return moment.astimezone(ZoneInfo(tz_name)).date()
 
 
@@ -120,11 +120,11 @@ def month_of(instant: int, tz_name: str) -> str:
 
 
 def iso_utc(instant: int) -> str:
-    return datetime.fromtimestamp(instant, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(instant, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def epoch(moment: datetime) -> int:
     """UTC epoch seconds; a naive datetime is taken as UTC (GitHub's timestamps are UTC)."""
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp())

@@ -1,0 +1,139 @@
+"""Shared fixtures. Tests use a real Redis and real databases, isolated per test.
+
+- Redis: TRACKER_TEST_REDIS_URL (a database number kept for tests, flushed around each test), or,
+  when unset, the embedded server the product itself uses, started once for the session.
+- Ledger: SQLite in the test's temporary directory always; PostgreSQL too when
+  TRACKER_TEST_DATABASE_URL is set (tables dropped before each test).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from redis import Redis
+from rq import SimpleWorker
+from sqlalchemy import create_engine
+
+from tracker.app import create_app, services
+from tracker.embedded_redis import EmbeddedRedis
+from tracker.schema import metadata
+from tracker.settings import Settings, load_settings
+from tracker.signature import sign
+from workers import runtime
+
+SECRET = "test-webhook-secret"
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+if not SHARED.exists():  # CI clones next to shared/; a checkout elsewhere can point at it
+    SHARED = Path(os.environ.get("TRACKER_SHARED_DIR", "../shared")).resolve()
+FIXTURES = SHARED / "fixtures" / "github"
+WEBHOOKS = FIXTURES / "webhooks"
+MEGATRON = SHARED / "data" / "megatron" / "merged-prs-2026-03-to-06.jsonl"
+
+DATABASES = ["sqlite"] + (["postgresql"] if os.environ.get("TRACKER_TEST_DATABASE_URL") else [])
+
+
+@pytest.fixture(scope="session")
+def redis_server_url() -> Iterator[str]:
+    configured = os.environ.get("TRACKER_TEST_REDIS_URL")
+    if configured:
+        yield configured
+        return
+    # A short directory: unix socket paths are capped at 108 bytes.
+    directory = Path(tempfile.mkdtemp(prefix="trk-redis-"))
+    server = EmbeddedRedis(directory)
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def redis_url(redis_server_url: str) -> Iterator[str]:
+    connection = Redis.from_url(redis_server_url)
+    connection.flushdb()
+    try:
+        yield redis_server_url
+    finally:
+        connection.flushdb()
+        connection.close()
+
+
+@pytest.fixture(params=DATABASES)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'ledger.sqlite3'}"
+    url = os.environ["TRACKER_TEST_DATABASE_URL"]
+    engine = create_engine(url)
+    metadata.drop_all(engine)
+    engine.dispose()
+    return url
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str, redis_url: str) -> Settings:
+    return load_settings(
+        webhook_secret=SECRET,
+        admin_token="test-admin-token",
+        data_dir=tmp_path / "var",
+        database_url=database_url,
+        redis_url=redis_url,
+        timezone="Asia/Shanghai",
+    )
+
+
+@pytest.fixture
+def app(settings: Settings) -> Iterator[Flask]:
+    app = create_app(settings)
+    app.config["TESTING"] = True
+    with app.app_context():
+        runtime.install(runtime.Runtime(services().ledger, services().state, services().config))
+    try:
+        yield app
+    finally:
+        runtime.install(None)
+        with app.app_context():
+            services().ledger.engine.dispose()
+            services().redis.close()
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+def signed_headers(body: bytes, event: str, delivery_id: str, secret: str = SECRET) -> dict[str, str]:
+    return {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery_id,
+        "X-GitHub-Hook-ID": "4242",
+        "X-Hub-Signature-256": sign(secret.encode(), body),
+        "User-Agent": "GitHub-Hookshot/test",
+    }
+
+
+def post(client: FlaskClient, payload: dict[str, Any] | bytes, event: str, delivery_id: str) -> Any:
+    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    return client.post("/webhook", data=body, headers=signed_headers(body, event, delivery_id))
+
+
+def run_jobs(app: Flask) -> None:
+    """Run every queued job in this process (RQ's own tests do the same)."""
+    with app.app_context():
+        queue = services().queue
+        SimpleWorker([queue], connection=queue.connection).work(burst=True, with_scheduler=False)
+
+
+def fixture_payload(name: str) -> dict[str, Any]:
+    return json.loads((WEBHOOKS / name).read_text())
