@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, create_engine, event, text
+from sqlalchemy import Connection, Engine, Table, create_engine, event, inspect, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 
@@ -77,6 +77,10 @@ def _schema_lock(engine: Engine) -> Iterator[None]:
 
 
 def create_schema(engine: Engine) -> None:
+    with engine.connect().execution_options(read_only=True) as conn:
+        existing = set(inspect(conn).get_table_names())
+    if existing.issuperset(metadata.tables):
+        return  # the usual case: no write transaction at start-up
     with _schema_lock(engine):
         if is_sqlite(engine):
             # WAL is a property of the database file: set it once, at creation, not per connection.
@@ -95,11 +99,14 @@ def create_schema(engine: Engine) -> None:
 
 
 def insert_ignoring_duplicates(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> int:
-    """INSERT ... ON CONFLICT DO NOTHING; the number of rows inserted (for single rows, exact)."""
+    """INSERT ... ON CONFLICT DO NOTHING; how many rows were new.
+
+    Counted with RETURNING: the driver's rowcount is -1 for this statement on psycopg."""
     if not rows:
         return 0
     dialect = sqlite if conn.dialect.name == "sqlite" else postgresql
-    statement = dialect.insert(table).on_conflict_do_nothing()
+    key = list(table.primary_key.columns)[0]
+    statement = dialect.insert(table).on_conflict_do_nothing().returning(key)
     if len(rows) == 1:
-        return conn.execute(statement, rows[0]).rowcount
-    return conn.execute(statement, list(rows)).rowcount
+        return len(conn.execute(statement, rows[0]).all())
+    return len(conn.execute(statement, list(rows)).all())

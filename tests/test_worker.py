@@ -1,0 +1,192 @@
+"""Workers: idempotent processing, retries, failed deliveries, the sweep, and a SIGKILL mid-job."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from redis import Redis
+from rq import Retry
+from rq.registry import StartedJobRegistry
+from sqlalchemy import Engine, text
+
+from tests.conftest import fixture_payload, post, run_jobs
+from tests.factory import PullRequestStory
+from tracker import queue as delivery_queue_module
+from tracker.app import services
+from tracker.months import load_snapshot, snapshot_json
+from tracker.rebuild import rebuild
+from tracker.settings import Settings
+from workers.jobs import process_delivery
+from workers.sweep import sweep
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def stories() -> list[PullRequestStory]:
+    return [
+        PullRequestStory(1, at("2026-09-02T01:00:00Z")).opened().pushed(at("2026-09-03T01:00:00Z")),
+        PullRequestStory(2, at("2026-09-04T01:00:00Z")).opened().merged(at("2026-09-06T01:00:00Z")),
+        PullRequestStory(3, at("2026-09-05T01:00:00Z")).opened().closed(at("2026-09-07T01:00:00Z")),
+        PullRequestStory(4, at("2026-08-30T01:00:00Z"))
+        .opened()
+        .labeled(at("2026-09-01T02:00:00Z"), "moe")
+        .pushed(at("2026-09-08T01:00:00Z")),
+    ]
+
+
+EXPECTED_STATS = {"opened": 3, "merged": 1, "closed_unmerged": 1, "active_at_cutoff": 2}
+
+
+def post_all(client: FlaskClient) -> int:
+    count = 0
+    for story in stories():
+        for d in story.deliveries:
+            assert post(client, d.body, d.event, d.delivery_id).status_code == 202
+            count += 1
+    return count
+
+
+def september(app: Flask) -> str:
+    with app.app_context():
+        s = services()
+        return snapshot_json(load_snapshot(s.state, s.config, "NVIDIA/Megatron-LM", "2026-09", "2026-09-13"))
+
+
+def test_processing_twice_changes_nothing(app: Flask, client: FlaskClient) -> None:
+    post_all(client)
+    run_jobs(app)
+    before = september(app)
+    with app.app_context():
+        versions = services().state.month_versions("NVIDIA/Megatron-LM")
+        ids = services().ledger.ids_with_status("processed")
+    assert [process_delivery(i) for i in ids] == ["already processed"] * len(ids)
+    assert september(app) == before
+    with app.app_context():
+        assert services().state.month_versions("NVIDIA/Megatron-LM") == versions
+    assert json.loads(before)["stats"] == EXPECTED_STATS
+
+
+def test_a_delivery_that_keeps_failing_is_marked_failed_and_can_be_retried(
+    app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(delivery_queue_module, "RETRY", Retry(max=2, interval=0))
+    payload = fixture_payload("pull_request.labeled.json")
+    payload["pull_request"]["labels"] = "not a list"  # passes the request's shape check, not the worker's parse
+    assert post(client, payload, "pull_request", "poison").status_code == 202
+    run_jobs(app)  # first try and both retries
+    status = client.get("/api/v1/status").json
+    assert status["deliveries"] == {"received": 1, "processed": 0, "failed": 1, "pending": 0}
+    [failure] = status["failed_deliveries"]
+    assert failure["delivery_id"] == "poison"
+    assert failure["attempts"] == 3
+    assert "pull_request.labels" in failure["error"]
+
+    answer = client.post("/api/v1/deliveries/retry-failed", headers={"Authorization": "Bearer test-admin-token"})
+    assert answer.json == {"requeued": 1}
+    assert client.get("/api/v1/status").json["deliveries"]["pending"] == 1
+    run_jobs(app)
+    again = client.get("/api/v1/status").json
+    assert again["deliveries"]["failed"] == 1
+    assert again["failed_deliveries"][0]["attempts"] == 6
+
+
+def test_a_failure_before_the_last_retry_stays_pending(
+    app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(delivery_queue_module, "RETRY", Retry(max=3, interval=600))
+    payload = fixture_payload("pull_request.labeled.json")
+    payload["pull_request"]["labels"] = 7
+    post(client, payload, "pull_request", "poison-later")
+    run_jobs(app)
+    status = client.get("/api/v1/status").json
+    assert status["deliveries"]["pending"] == 1
+    assert status["queue"]["scheduled_retries"] == 1
+
+
+def test_the_sweep_recovers_a_lost_queue(app: Flask, client: FlaskClient) -> None:
+    total = post_all(client)
+    with app.app_context():
+        s = services()
+        s.redis.flushdb()  # Redis lost every queued job
+        assert s.queue.count == 0
+        assert sweep(s.ledger, s.queue, grace_seconds=3600) == 0  # too young to be swept
+        assert sweep(s.ledger, s.queue, grace_seconds=0) == total
+    run_jobs(app)
+    assert client.get("/api/v1/status").json["deliveries"]["processed"] == total
+    assert json.loads(september(app))["stats"] == EXPECTED_STATS
+
+
+@contextmanager
+def writes_blocked(engine: Engine) -> Iterator[None]:
+    """Hold a lock that makes the worker's write transaction wait, so it can be killed mid-job."""
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            conn.exec_driver_sql("COMMIT")  # leave the transaction our begin hook opened
+            conn.exec_driver_sql("BEGIN EXCLUSIVE")
+        else:
+            conn.execute(text("LOCK TABLE pr_facts IN ACCESS EXCLUSIVE MODE"))
+        try:
+            yield
+        finally:
+            conn.rollback()
+
+
+def worker_process(settings: Settings, *args: str) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "TRACKER_DATA_DIR": str(settings.data_dir),
+        "TRACKER_DATABASE_URL": settings.resolved_database_url,
+        "REDIS_URL": str(settings.redis_url),
+    }
+    # Its own process group: RQ runs the scheduler in a child process, and a crash takes both.
+    return subprocess.Popen([sys.executable, "-m", "tracker", "worker", *args], env=env, start_new_session=True)
+
+
+def test_a_worker_killed_mid_job_loses_nothing(app: Flask, client: FlaskClient, settings: Settings) -> None:
+    total = post_all(client)
+    with app.app_context():
+        s = services()
+    started = StartedJobRegistry(queue=s.queue, connection=s.queue.connection)
+    with writes_blocked(s.ledger.engine):
+        worker = worker_process(settings)
+        try:
+            deadline = time.monotonic() + 30
+            while started.count == 0:  # a job has begun and now waits on the lock
+                assert time.monotonic() < deadline, "the worker never started a job"
+                time.sleep(0.05)
+            time.sleep(0.3)
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(10)
+        finally:
+            if worker.poll() is None:
+                os.killpg(worker.pid, signal.SIGKILL)
+    assert s.ledger.counts().processed == 0
+    assert started.count == 1  # the job the worker died in
+
+    restarted = worker_process(settings, "--burst")  # its start-up sweep re-enqueues the pending ones
+    assert restarted.wait(60) == 0
+    counts = s.ledger.counts()
+    assert (counts.processed, counts.failed, counts.pending) == (total, 0, 0)
+    after_crash = september(app)
+    assert json.loads(after_crash)["stats"] == EXPECTED_STATS
+
+    with app.app_context():
+        rebuild(s.ledger, s.state, s.config)  # the clean derivation of the same ledger
+    assert september(app) == after_crash
+
+
+def test_redis_connection_is_not_shared_between_tests(redis_url: str) -> None:
+    assert Redis.from_url(redis_url).dbsize() == 0
