@@ -26,6 +26,8 @@ class WebServer(BaseApplication):  # type: ignore[misc]
             "accesslog": None,
             "errorlog": "-",
             "loglevel": "info",
+            # Several servers can run on one machine (tests, benchmarks): no shared control socket.
+            "control_socket_disable": True,
         }
         super().__init__()
 

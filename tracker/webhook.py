@@ -47,7 +47,11 @@ def receive() -> Answer:
     app = services()
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
         return _error(413, "the body is larger than GitHub's 25 MB payload cap")
-    body = request.get_data(cache=False)  # MAX_CONTENT_LENGTH stops a chunked body at the cap
+    # A chunked body has no Content-Length: read one byte past the cap, never the whole thing.
+    # (Werkzeug's stream stops at the cap and raises 413 on the next read when more is coming.)
+    body = request.stream.read(MAX_BODY_BYTES + 1)
+    if len(body) > MAX_BODY_BYTES or (len(body) == MAX_BODY_BYTES and request.stream.read(1)):
+        return _error(413, "the body is larger than GitHub's 25 MB payload cap")
     if not signature.is_valid(app.webhook_secret, body, request.headers.get("X-Hub-Signature-256")):
         return _error(401, "missing or wrong X-Hub-Signature-256: check the webhook secret")
 

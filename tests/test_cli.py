@@ -1,0 +1,230 @@
+"""The `tracker` command as a user runs it: real processes, real HTTP on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import SECRET, WEBHOOKS
+from tests.factory import PullRequestStory
+from tracker.signature import sign
+
+TRACKER = [sys.executable, "-m", "tracker"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def clean_env(**values: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not (k.startswith("TRACKER_") or k in ("REDIS_URL",))}
+    env.update(values)
+    return env
+
+
+def wait_healthy(base: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "the service did not become healthy"
+        time.sleep(0.2)
+
+
+def wait_processed(base: str, count: int, timeout: float = 30) -> dict[str, int]:
+    deadline = time.monotonic() + timeout
+    while True:
+        deliveries: dict[str, int] = httpx.get(f"{base}/api/v1/status").json()["deliveries"]
+        if deliveries["processed"] + deliveries["failed"] >= count:
+            return deliveries
+        assert time.monotonic() < deadline, f"not processed in time: {deliveries}"
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    # Short: the embedded Redis listens on a unix socket in it (paths are capped at 108 bytes).
+    with tempfile.TemporaryDirectory(prefix="trk-") as directory:
+        yield Path(directory)
+
+
+@pytest.fixture
+def service(data_dir: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """`tracker run` on the embedded defaults: SQLite ledger, embedded Redis, no REDIS_URL."""
+    port = free_port()
+    env = clean_env(TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(data_dir))
+    process = subprocess.Popen([*TRACKER, "run", "--port", str(port), "--workers", "1"], env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base)
+        yield base, env
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+        assert not (data_dir / "redis" / "redis.sock").exists(), "the embedded Redis was not stopped"
+
+
+def test_run_on_embedded_defaults_replay_and_query(service: tuple[str, dict[str, str]], data_dir: Path) -> None:
+    base, env = service
+    files = sorted(str(p) for p in WEBHOOKS.glob("*.json"))
+    replay = subprocess.run([*TRACKER, "replay", *files, "--url", f"{base}/webhook"], env=env, capture_output=True)
+    assert replay.returncode == 0, replay.stderr
+    pull_requests = len(list(WEBHOOKS.glob("pull_request.*.json")))
+    assert f"{pull_requests} × 202" in replay.stdout.decode()
+    deliveries = wait_processed(base, pull_requests)
+    assert deliveries == {"received": pull_requests, "processed": pull_requests, "failed": 0, "pending": 0}
+    assert httpx.get(f"{base}/api/v1/status").json()["hooks"][0]["hook_id"] == "109948940"
+
+    # replaying again is a redelivery: stored once
+    again = subprocess.run([*TRACKER, "replay", *files, "--url", f"{base}/webhook"], env=env, capture_output=True)
+    assert f"{pull_requests + 3} × 200" in again.stdout.decode()  # the pull requests, and 3 pings
+
+    api = httpx.get(f"{base}/api/v1/repos/Codertocat/Hello-World/months/2019-05").content
+    cli = subprocess.run(
+        [*TRACKER, "snapshot", "--repo", "Codertocat/Hello-World", "--month", "2019-05"],
+        env=env,
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert api == cli
+    assert json.loads(api)["stats"]["opened"] == 1
+
+
+def test_oversized_chunked_body_is_refused_by_the_real_server(service: tuple[str, dict[str, str]]) -> None:
+    base, _ = service
+
+    def chunks() -> Iterator[bytes]:
+        for _ in range(26):
+            yield b"x" * (1024 * 1024)
+
+    headers = {"X-GitHub-Event": "pull_request", "X-GitHub-Delivery": "huge", "X-Hub-Signature-256": "sha256=00"}
+    answer = httpx.post(f"{base}/webhook", content=chunks(), headers=headers, timeout=30)
+    assert answer.status_code == 413
+    assert httpx.get(f"{base}/api/v1/status").json()["deliveries"]["received"] == 0
+
+
+def test_restart_keeps_everything(data_dir: Path) -> None:
+    env = clean_env(TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(data_dir))
+    story = PullRequestStory(5, __import__("datetime").datetime(2026, 9, 2, tzinfo=__import__("datetime").UTC))
+    story.opened()
+    body = story.deliveries[0].body
+    for round_number in range(2):
+        port = free_port()
+        process = subprocess.Popen([*TRACKER, "run", "--port", str(port), "--workers", "1"], env=env)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            wait_healthy(base)
+            if round_number == 0:
+                headers = {
+                    "Content-Type": "application/json",
+                    "X-GitHub-Event": "pull_request",
+                    "X-GitHub-Delivery": "restart-1",
+                    "X-Hub-Signature-256": sign(SECRET.encode(), body),
+                }
+                assert httpx.post(f"{base}/webhook", content=body, headers=headers).status_code == 202
+            assert wait_processed(base, 1)["processed"] == 1
+            snapshot = httpx.get(f"{base}/api/v1/repos/NVIDIA/Megatron-LM/months/2026-09").json()
+            assert snapshot["stats"]["opened"] == 1
+        finally:
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(30) == 0
+
+
+def test_replay_jsonl_and_rebuild_from_the_cli(data_dir: Path, redis_url: str) -> None:
+    env = clean_env(TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(data_dir), REDIS_URL=redis_url)
+    records = data_dir / "september.jsonl"
+    dt = __import__("datetime")
+    story = (
+        PullRequestStory(9, dt.datetime(2026, 9, 2, tzinfo=dt.UTC))
+        .opened()
+        .pushed(dt.datetime(2026, 9, 3, tzinfo=dt.UTC))
+        .merged(dt.datetime(2026, 9, 4, tzinfo=dt.UTC))
+    )
+    records.write_text("".join(json.dumps(d.as_record()) + "\n" for d in story.deliveries))
+    port = free_port()
+    web = subprocess.Popen([*TRACKER, "web", "--port", str(port), "--processes", "1"], env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base)
+        replay = subprocess.run(
+            [*TRACKER, "replay", str(records), "--url", f"{base}/webhook"], env=env, capture_output=True, check=True
+        )
+        assert "3 × 202" in replay.stdout.decode()
+    finally:
+        web.send_signal(signal.SIGTERM)
+        web.wait(30)
+    subprocess.run([*TRACKER, "worker", "--burst"], env=env, check=True, capture_output=True)
+    snapshot_command = [*TRACKER, "snapshot", "--repo", "NVIDIA/Megatron-LM", "--month", "2026-09"]
+    before = subprocess.run(snapshot_command, env=env, capture_output=True, check=True).stdout
+    assert json.loads(before)["stats"] == {"opened": 1, "merged": 1, "closed_unmerged": 0, "active_at_cutoff": 0}
+    rebuilt = subprocess.run([*TRACKER, "rebuild"], env=env, capture_output=True, check=True)
+    assert "rebuilt from 3 deliveries; 0 failed" in rebuilt.stdout.decode()
+    assert subprocess.run(snapshot_command, env=env, capture_output=True, check=True).stdout == before
+
+
+def test_replay_signs_with_the_secret(data_dir: Path, redis_url: str) -> None:
+    """A replay with the wrong secret is refused by the server and reported."""
+    port = free_port()
+    server_env = clean_env(TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(data_dir), REDIS_URL=redis_url)
+    web = subprocess.Popen([*TRACKER, "web", "--port", str(port), "--processes", "1"], env=server_env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base)
+        wrong = {**server_env, "TRACKER_WEBHOOK_SECRET": "not-it"}
+        replay = subprocess.run(
+            [*TRACKER, "replay", str(WEBHOOKS / "pull_request.opened.json"), "--url", f"{base}/webhook"],
+            env=wrong,
+            capture_output=True,
+        )
+        assert replay.returncode == 1
+        assert "401" in replay.stderr.decode()
+        assert httpx.get(f"{base}/api/v1/status").json()["deliveries"]["received"] == 0
+    finally:
+        web.send_signal(signal.SIGTERM)
+        web.wait(30)
+
+
+@pytest.mark.parametrize("command", [["web"], ["run"], ["replay", "--url", "http://127.0.0.1:1/webhook"]])
+def test_a_missing_secret_is_a_clear_start_up_error(data_dir: Path, command: list[str]) -> None:
+    args = [*TRACKER, *command]
+    if command[0] == "replay":
+        args.append(str(WEBHOOKS / "pull_request.opened.json"))
+    result = subprocess.run(args, env=clean_env(TRACKER_DATA_DIR=str(data_dir)), capture_output=True, timeout=60)
+    assert result.returncode != 0
+    assert "TRACKER_WEBHOOK_SECRET is not set" in result.stderr.decode()
+
+
+def test_worker_without_redis_says_what_to_do(data_dir: Path) -> None:
+    result = subprocess.run(
+        [*TRACKER, "worker"], env=clean_env(TRACKER_DATA_DIR=str(data_dir)), capture_output=True, timeout=60
+    )
+    assert result.returncode != 0
+    message = result.stderr.decode()
+    assert "REDIS_URL is not set" in message
+    assert "tracker run" in message
+
+
+def test_bad_month_on_the_cli(data_dir: Path) -> None:
+    result = subprocess.run(
+        [*TRACKER, "snapshot", "--repo", "a/b", "--month", "2026-13"],
+        env=clean_env(TRACKER_DATA_DIR=str(data_dir)),
+        capture_output=True,
+    )
+    assert result.returncode != 0
+    assert "no deliveries have been received for a/b" in result.stderr.decode()
