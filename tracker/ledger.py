@@ -119,7 +119,7 @@ class Ledger:
 
     def counts(self) -> DeliveryCounts:
         with self.engine.connect().execution_options(read_only=True) as conn:
-            by_status = dict(
+            by_status: dict[str, int] = dict(
                 conn.execute(select(deliveries.c.status, func.count()).group_by(deliveries.c.status)).all()
             )
         processed, failed, pending = (by_status.get(s, 0) for s in (PROCESSED, FAILED, PENDING))

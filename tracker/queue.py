@@ -6,6 +6,8 @@ import logging
 from collections.abc import Iterable
 
 from redis import Redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry as RedisRetry
 from rq import Queue, Retry
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry, StartedJobRegistry
 
@@ -21,7 +23,15 @@ log = logging.getLogger(__name__)
 
 
 def connect_redis(url: str) -> Redis:
-    return Redis.from_url(url, socket_connect_timeout=2, socket_timeout=10, health_check_interval=30)
+    # Few, short retries: when Redis is down the webhook must still answer well inside GitHub's
+    # 10-second limit (the delivery is in the ledger; the sweep enqueues it later).
+    return Redis.from_url(
+        url,
+        socket_connect_timeout=2,
+        socket_timeout=10,
+        health_check_interval=30,
+        retry=RedisRetry(ExponentialBackoff(cap=0.2, base=0.02), retries=2),
+    )
 
 
 def delivery_queue(connection: Redis) -> Queue:
@@ -54,6 +64,6 @@ def queue_counts(queue: Queue) -> dict[str, int]:
     return {
         "queued": queue.count,
         "started": StartedJobRegistry(queue=queue, connection=connection).count,
-        "scheduled_retries": ScheduledJobRegistry(queue=queue, connection=connection).count,
+        "scheduled_retries": ScheduledJobRegistry(queue=queue, connection=connection).count,  # type: ignore[no-untyped-call]
         "failed_jobs": FailedJobRegistry(queue=queue, connection=connection).count,
     }
