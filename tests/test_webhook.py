@@ -192,14 +192,13 @@ def test_other_content_types_are_415(app: Flask, client: FlaskClient) -> None:
 
 
 def test_accepted_while_redis_is_down_is_kept_for_the_sweep(app: Flask, client: FlaskClient) -> None:
-    from redis import Redis
-
+    from tracker.queue import connect_redis
     from workers.sweep import sweep
 
     with app.app_context():
         queue = services().queue
     working = queue.connection
-    queue.connection = Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    queue.connection = connect_redis("redis://127.0.0.1:1/0")
     try:
         answer = post(client, fixture_payload("pull_request.opened.json"), "pull_request", "redis-down")
     finally:
