@@ -136,4 +136,5 @@ def run_jobs(app: Flask) -> None:
 
 
 def fixture_payload(name: str) -> dict[str, Any]:
-    return json.loads((WEBHOOKS / name).read_text())
+    payload: dict[str, Any] = json.loads((WEBHOOKS / name).read_text())
+    return payload

@@ -34,11 +34,7 @@ def month_snapshot(owner: str, repo: str, month: str) -> Any:
 @blueprint.get("/api/v1/repos")
 def repository_list() -> Any:
     state = services().state
-    return {
-        "repositories": [
-            {"repo": name, "months": state.month_versions(name)} for name in state.repository_names()
-        ]
-    }
+    return {"repositories": [{"repo": name, "months": state.month_versions(name)} for name in state.repository_names()]}
 
 
 @blueprint.get("/api/v1/status")

@@ -52,8 +52,8 @@ def version_of(event: PullRequestEvent, delivery_id: str) -> AttributeVersion:
 def version_at(versions: Iterable[AttributeVersion], end: int) -> AttributeVersion | None:
     """The last version before `end`; if every known version is later (the early deliveries were
     never received), the earliest one known, which is the closest to the cutoff we have."""
-    before = [v for v in versions if v.at < end]
+    known = list(versions)
+    before = [v for v in known if v.at < end]
     if before:
         return max(before, key=lambda v: v.order_key)
-    after = list(versions)
-    return min(after, key=lambda v: v.order_key) if after else None
+    return min(known, key=lambda v: v.order_key) if known else None

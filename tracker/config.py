@@ -69,6 +69,11 @@ def load_config(settings: Settings) -> TrackerConfig:
         if loaded is not None and not isinstance(loaded, dict):
             raise SettingsError(f"TRACKER_CONFIG {path} must hold a mapping at the top level")
         data = dict(loaded or {})
+        if "fallback_timezone" in data:
+            raise SettingsError(
+                f"TRACKER_CONFIG {path}: fallback_timezone is not a file setting: "
+                "use defaults.timezone, or the TRACKER_TIMEZONE environment variable"
+            )
     try:
         return TrackerConfig.model_validate({**data, "fallback_timezone": settings.timezone})
     except ValidationError as exc:

@@ -13,9 +13,15 @@ from tracker.window import month_of
 PULL_REQUEST = "pull_request"
 
 
+def repository_key(full_name: str) -> str:
+    """GitHub matches owner/name without regard to case; so do the derived tables."""
+    return full_name.lower()
+
+
 @dataclass(frozen=True)
 class Derivation:
-    repo: str
+    repo: str  # the key: the full name in lower case
+    full_name: str  # as this delivery spells it
     number: int
     facts: tuple[Fact, ...]
     version: AttributeVersion
@@ -31,13 +37,14 @@ def derive(
 ) -> Derivation:
     """What a `pull_request` delivery proves. Raises payloads.MalformedBody/IncompleteBody."""
     event = parse_pull_request_event(json_bytes(body, content_type))
-    repo = event.repository.full_name
-    tz = timezone_for(repo)
+    full_name = event.repository.full_name
+    tz = timezone_for(full_name)
     facts = tuple(facts_of(event))
     version = version_of(event, delivery_id)
     activity = frozenset(month_of(fact.at, tz) for fact in facts)
     return Derivation(
-        repo=repo,
+        repo=repository_key(full_name),
+        full_name=full_name,
         number=event.pull_request.number,
         facts=facts,
         version=version,

@@ -113,9 +113,7 @@ class Ledger:
 
     def status_of(self, delivery_id: str) -> str | None:
         with self.engine.connect().execution_options(read_only=True) as conn:
-            return conn.execute(
-                select(deliveries.c.status).where(deliveries.c.id == delivery_id)
-            ).scalar_one_or_none()
+            return conn.execute(select(deliveries.c.status).where(deliveries.c.id == delivery_id)).scalar_one_or_none()
 
     def counts(self) -> DeliveryCounts:
         with self.engine.connect().execution_options(read_only=True) as conn:

@@ -25,7 +25,7 @@ def load_snapshot(
 ) -> MonthSnapshot:
     """The snapshot of `repo` for `month` (`YYYY-MM` or `current`) at `cutoff` (`YYYY-MM-DD` or None).
     Raises UnknownRepository, or window.WindowError for a bad month or cutoff."""
-    stored = state.has_repository(repo)
+    stored = state.repository_name(repo)
     if stored is None:
         raise UnknownRepository(f"no deliveries have been received for {repo}")
     tz = config.timezone_for(stored)

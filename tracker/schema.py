@@ -58,11 +58,16 @@ hooks = Table(
 
 # --- DERIVED: rebuilt from deliveries -------------------------------------------------------
 
+# Derived tables key a repository by its lower-cased full name (GitHub matches names without
+# regard to case, and a repository can be renamed to another case). The spelling shown is the one
+# of the latest delivery, by (updated_at, delivery id), so it does not depend on arrival order.
 repositories = Table(
     "repositories",
     metadata,
-    Column("full_name", String(255), primary_key=True),
-    Column("first_seen_delivery", String(100), nullable=False),
+    Column("repo", String(255), primary_key=True),
+    Column("full_name", String(255), nullable=False),
+    Column("named_at", BigInteger, nullable=False),
+    Column("named_by", String(100), nullable=False),
 )
 
 pr_facts = Table(

@@ -40,9 +40,7 @@ class Settings(BaseSettings):
         try:
             ZoneInfo(value)
         except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(
-                f"unknown time zone {value!r}: use an IANA name such as Asia/Shanghai or UTC"
-            ) from exc
+            raise ValueError(f"unknown time zone {value!r}: use an IANA name such as Asia/Shanghai or UTC") from exc
         return value
 
     @field_validator("webhook_secret", "admin_token", "github_token", mode="before")
@@ -59,8 +57,7 @@ class Settings(BaseSettings):
     def require_webhook_secret(self) -> bytes:
         if self.webhook_secret is None:
             raise SettingsError(
-                "TRACKER_WEBHOOK_SECRET is not set: set it to the secret you entered in the "
-                "GitHub webhook settings"
+                "TRACKER_WEBHOOK_SECRET is not set: set it to the secret you entered in the GitHub webhook settings"
             )
         return self.webhook_secret.get_secret_value().encode()
 

@@ -11,11 +11,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, Engine, and_, func, select, update
+from sqlalchemy import Connection, Engine, and_, func, or_, select, update
 
 from tracker.attributes import AttributeVersion, version_at
 from tracker.database import insert_ignoring_duplicates
-from tracker.derive import Derivation
+from tracker.derive import Derivation, repository_key
 from tracker.ledger import PROCESSED, now_ms
 from tracker.schema import (
     DERIVED_TABLES,
@@ -66,25 +66,28 @@ class MonthState:
 
     # --- reading ------------------------------------------------------------------------------
 
-    def has_repository(self, repo: str) -> str | None:
-        """The stored spelling of `repo` (matched case-insensitively, as GitHub does), or None."""
+    def repository_name(self, full_name: str) -> str | None:
+        """How the repository spells its name (it is matched without regard to case), or None."""
         with self.engine.connect().execution_options(read_only=True) as conn:
             return conn.execute(
-                select(repositories.c.full_name).where(func.lower(repositories.c.full_name) == repo.lower())
+                select(repositories.c.full_name).where(repositories.c.repo == repository_key(full_name))
             ).scalar_one_or_none()
 
     def repository_names(self) -> list[str]:
         with self.engine.connect().execution_options(read_only=True) as conn:
             return list(conn.execute(select(repositories.c.full_name).order_by(repositories.c.full_name)).scalars())
 
-    def month_versions(self, repo: str) -> dict[str, int]:
+    def month_versions(self, full_name: str) -> dict[str, int]:
         with self.engine.connect().execution_options(read_only=True) as conn:
             rows = conn.execute(
-                select(months.c.month, months.c.version).where(months.c.repo == repo).order_by(months.c.month)
+                select(months.c.month, months.c.version)
+                .where(months.c.repo == repository_key(full_name))
+                .order_by(months.c.month)
             ).all()
         return {row.month: row.version for row in rows}
 
-    def month_inputs(self, repo: str, month: str, end: int) -> MonthInputs:
+    def month_inputs(self, full_name: str, month: str, end: int) -> MonthInputs:
+        repo = repository_key(full_name)
         in_month = and_(month_activity.c.repo == repo, month_activity.c.month == month)
         with self.engine.connect().execution_options(read_only=True) as conn:
             fact_rows = conn.execute(
@@ -116,19 +119,29 @@ def _version_candidates(conn: Connection, repo: str, month: str, end: int) -> di
         month_activity.c.month == month,
     )
     ranked_before = (
-        select(pr_versions, func.row_number().over(
-            partition_by=pr_versions.c.number,
-            order_by=(pr_versions.c.at.desc(), pr_versions.c.delivery_id.desc()),
-        ).label("rank"))
+        select(
+            pr_versions,
+            func.row_number()
+            .over(
+                partition_by=pr_versions.c.number,
+                order_by=(pr_versions.c.at.desc(), pr_versions.c.delivery_id.desc()),
+            )
+            .label("rank"),
+        )
         .join(month_activity, joined)
         .where(pr_versions.c.repo == repo, pr_versions.c.at < end)
         .subquery()
     )
     ranked_after = (
-        select(pr_versions, func.row_number().over(
-            partition_by=pr_versions.c.number,
-            order_by=(pr_versions.c.at.asc(), pr_versions.c.delivery_id.asc()),
-        ).label("rank"))
+        select(
+            pr_versions,
+            func.row_number()
+            .over(
+                partition_by=pr_versions.c.number,
+                order_by=(pr_versions.c.at.asc(), pr_versions.c.delivery_id.asc()),
+            )
+            .label("rank"),
+        )
         .join(month_activity, joined)
         .where(pr_versions.c.repo == repo, pr_versions.c.at >= end)
         .subquery()
@@ -155,13 +168,15 @@ def _version_candidates(conn: Connection, repo: str, month: str, end: int) -> di
 
 def write_derivations(conn: Connection, items: Sequence[tuple[str, Derivation]]) -> None:
     """Insert the rows of many derivations at once (the worker passes one, a rebuild many)."""
-    repo_rows: dict[str, dict[str, object]] = {}
+    names: dict[str, tuple[int, str, str]] = {}
     fact_rows: dict[tuple[str, int, str, int], dict[str, object]] = {}
     version_rows = []
     activity_rows: dict[tuple[str, str, int], dict[str, object]] = {}
     touched: set[tuple[str, str]] = set()
     for delivery_id, d in items:
-        repo_rows.setdefault(d.repo, {"full_name": d.repo, "first_seen_delivery": delivery_id})
+        names[d.repo] = max(
+            names.get(d.repo, (d.version.at, delivery_id, d.full_name)), (d.version.at, delivery_id, d.full_name)
+        )
         for fact in d.facts:
             key = (d.repo, d.number, fact.kind.value, fact.at)
             fact_rows[key] = {"repo": d.repo, "number": d.number, "kind": fact.kind.value, "at": fact.at}
@@ -185,24 +200,33 @@ def write_derivations(conn: Connection, items: Sequence[tuple[str, Derivation]])
         for month in d.activity_months:
             activity_rows[(d.repo, month, d.number)] = {"repo": d.repo, "month": month, "number": d.number}
         touched.update((d.repo, month) for month in d.touched_months)
-    insert_ignoring_duplicates(conn, repositories, list(repo_rows.values()))
+    _name_repositories(conn, names)
     insert_ignoring_duplicates(conn, pr_facts, list(fact_rows.values()))
     insert_ignoring_duplicates(conn, pr_versions, version_rows)
     insert_ignoring_duplicates(conn, month_activity, list(activity_rows.values()))
     _bump_months(conn, sorted(touched))
 
 
+def _name_repositories(conn: Connection, names: dict[str, tuple[int, str, str]]) -> None:
+    """Record each repository, spelled as its latest delivery (by time, then delivery id) spells it."""
+    for repo, (at, delivery_id, full_name) in names.items():
+        row = {"repo": repo, "full_name": full_name, "named_at": at, "named_by": delivery_id}
+        if insert_ignoring_duplicates(conn, repositories, [row]):
+            continue
+        later = or_(
+            repositories.c.named_at < at,
+            and_(repositories.c.named_at == at, repositories.c.named_by < delivery_id),
+        )
+        conn.execute(update(repositories).where(repositories.c.repo == repo, later).values(**row))
+
+
 def _bump_months(conn: Connection, touched: Sequence[tuple[str, str]]) -> None:
     if not touched:
         return
-    insert_ignoring_duplicates(
-        conn, months, [{"repo": repo, "month": month, "version": 0} for repo, month in touched]
-    )
+    insert_ignoring_duplicates(conn, months, [{"repo": repo, "month": month, "version": 0} for repo, month in touched])
     for repo, month in touched:
         conn.execute(
-            update(months)
-            .where(months.c.repo == repo, months.c.month == month)
-            .values(version=months.c.version + 1)
+            update(months).where(months.c.repo == repo, months.c.month == month).values(version=months.c.version + 1)
         )
 
 

@@ -1,0 +1,145 @@
+"""`tracker/settings.py`: the one place that reads the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tracker.settings import Settings, SettingsError, load_settings
+
+ENVIRONMENT = (
+    "TRACKER_WEBHOOK_SECRET",
+    "TRACKER_ADMIN_TOKEN",
+    "TRACKER_DATA_DIR",
+    "TRACKER_DATABASE_URL",
+    "REDIS_URL",
+    "GITHUB_TOKEN",
+    "GITHUB_API_URL",
+    "TRACKER_TIMEZONE",
+    "TRACKER_CONFIG",
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    # No stray .env file can leak in from the working directory.
+    monkeypatch.chdir(tmp_path)
+
+
+def test_everything_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TRACKER_WEBHOOK_SECRET", "s3cret")
+    monkeypatch.setenv("TRACKER_ADMIN_TOKEN", "admin-token")
+    monkeypatch.setenv("TRACKER_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("TRACKER_DATABASE_URL", "postgresql+psycopg://u:p@db/tracker")
+    monkeypatch.setenv("REDIS_URL", "redis://cache:6379/3")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_example")
+    monkeypatch.setenv("GITHUB_API_URL", "https://ghe.example.com/api/v3")
+    monkeypatch.setenv("TRACKER_TIMEZONE", "Europe/Berlin")
+    monkeypatch.setenv("TRACKER_CONFIG", str(tmp_path / "tracker.yaml"))
+    settings = load_settings()
+    assert settings.webhook_secret is not None
+    assert settings.webhook_secret.get_secret_value() == "s3cret"
+    assert settings.require_webhook_secret() == b"s3cret"
+    assert settings.admin_token is not None and settings.admin_token.get_secret_value() == "admin-token"
+    assert settings.data_dir == tmp_path / "data"
+    assert settings.database_url == "postgresql+psycopg://u:p@db/tracker"
+    assert settings.resolved_database_url == "postgresql+psycopg://u:p@db/tracker"
+    assert settings.redis_url == "redis://cache:6379/3"
+    assert settings.github_token is not None and settings.github_token.get_secret_value() == "ghp_example"
+    assert settings.github_api_url == "https://ghe.example.com/api/v3"
+    assert settings.timezone == "Europe/Berlin"
+    assert settings.config_path == tmp_path / "tracker.yaml"
+
+
+def test_defaults() -> None:
+    settings = load_settings()
+    assert settings.webhook_secret is None
+    assert settings.admin_token is None
+    assert settings.github_token is None
+    assert settings.database_url is None
+    assert settings.redis_url is None
+    assert settings.config_path is None
+    assert settings.timezone == "Asia/Shanghai"
+    assert settings.github_api_url == "https://api.github.com"
+    assert settings.data_dir == Path("./var")
+
+
+def test_default_database_is_sqlite_in_the_data_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TRACKER_DATA_DIR", str(tmp_path / "data"))
+    assert load_settings().resolved_database_url == f"sqlite:///{tmp_path / 'data' / 'ledger.sqlite3'}"
+
+
+def test_secrets_do_not_show_in_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACKER_WEBHOOK_SECRET", "very-secret-value")
+    monkeypatch.setenv("TRACKER_ADMIN_TOKEN", "very-secret-token")
+    text = repr(load_settings()) + str(load_settings())
+    assert "very-secret-value" not in text
+    assert "very-secret-token" not in text
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\t\n"], ids=["empty", "spaces", "whitespace"])
+def test_a_blank_secret_is_unset(monkeypatch: pytest.MonkeyPatch, blank: str) -> None:
+    monkeypatch.setenv("TRACKER_WEBHOOK_SECRET", blank)
+    monkeypatch.setenv("TRACKER_ADMIN_TOKEN", blank)
+    monkeypatch.setenv("GITHUB_TOKEN", blank)
+    settings = load_settings()
+    assert settings.webhook_secret is None
+    assert settings.admin_token is None
+    assert settings.github_token is None
+
+
+def test_require_webhook_secret_says_what_to_do() -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_settings().require_webhook_secret()
+    message = str(caught.value)
+    assert message.startswith("TRACKER_WEBHOOK_SECRET is not set")
+    assert "GitHub webhook settings" in message
+
+
+def test_require_webhook_secret_when_blank(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACKER_WEBHOOK_SECRET", "  ")
+    with pytest.raises(SettingsError, match="TRACKER_WEBHOOK_SECRET"):
+        load_settings().require_webhook_secret()
+
+
+def test_secret_is_used_verbatim(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GitHub signs with the secret exactly as entered, including surrounding spaces and non-ASCII.
+    monkeypatch.setenv("TRACKER_WEBHOOK_SECRET", " It's a Secret to Everybody ✓")
+    assert load_settings().require_webhook_secret() == " It's a Secret to Everybody ✓".encode()
+
+
+@pytest.mark.parametrize("zone", ["Mars/Olympus_Mons", "Asia/Shangai", "GMT+25", ""])
+def test_unknown_tracker_timezone_fails(monkeypatch: pytest.MonkeyPatch, zone: str) -> None:
+    monkeypatch.setenv("TRACKER_TIMEZONE", zone)
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert "unknown time zone" in message
+    assert "Asia/Shanghai or UTC" in message
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York", "Asia/Kolkata"])
+def test_known_tracker_timezone(monkeypatch: pytest.MonkeyPatch, zone: str) -> None:
+    monkeypatch.setenv("TRACKER_TIMEZONE", zone)
+    assert load_settings().timezone == zone
+
+
+def test_overrides_win_over_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TRACKER_WEBHOOK_SECRET", "from-env")
+    monkeypatch.setenv("TRACKER_TIMEZONE", "Europe/Berlin")
+    settings = load_settings(webhook_secret="from-override", timezone="UTC", data_dir=tmp_path)
+    assert settings.require_webhook_secret() == b"from-override"
+    assert settings.timezone == "UTC"
+    assert settings.data_dir == tmp_path
+
+
+def test_an_invalid_override_is_a_settings_error() -> None:
+    with pytest.raises(SettingsError, match="unknown time zone"):
+        load_settings(timezone="Nowhere/Special")
+
+
+def test_settings_is_the_pydantic_model() -> None:
+    assert isinstance(load_settings(), Settings)
