@@ -21,13 +21,14 @@ def process_delivery(delivery_id: str) -> str:
     try:
         derivation = None
         if delivery.event == PULL_REQUEST:
-            derivation = derive(
-                delivery.id, delivery.content_type, delivery.body, runtime.config.timezone_for
-            )
+            derivation = derive(delivery.id, delivery.content_type, delivery.body, runtime.config.timezone_for)
         applied = runtime.state.apply(delivery.id, derivation)
     except Exception as exc:
         job = get_current_job()
         final = job is None or not job.retries_left
-        runtime.ledger.record_attempt_failed(delivery_id, f"{type(exc).__name__}: {exc}", final=final)
+        try:
+            runtime.ledger.record_attempt_failed(delivery_id, f"{type(exc).__name__}: {exc}", final=final)
+        except Exception:  # the ledger itself may be what failed; RQ still retries the job
+            log.exception("could not record the failure of delivery %s", delivery_id)
         raise
     return "processed" if applied else "already processed"
