@@ -25,6 +25,7 @@ from sqlalchemy import create_engine
 
 from tracker.app import create_app, services
 from tracker.embedded_redis import EmbeddedRedis
+from tracker.queue import github_queue
 from tracker.schema import metadata
 from tracker.settings import Settings, load_settings
 from tracker.signature import sign
@@ -69,6 +70,32 @@ def redis_url(redis_server_url: str) -> Iterator[str]:
         connection.close()
 
 
+@pytest.fixture(scope="session")
+def github_server() -> Iterator[Any]:
+    from tests.fake_github import FakeGitHub
+
+    server = FakeGitHub()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+_ACTIVE_GITHUB: Any = None
+
+
+@pytest.fixture
+def github(github_server: Any) -> Iterator[Any]:
+    """The fake GitHub, emptied; deliveries posted with `post` make their heads known to it."""
+    global _ACTIVE_GITHUB
+    github_server.reset()
+    _ACTIVE_GITHUB = github_server
+    try:
+        yield github_server
+    finally:
+        _ACTIVE_GITHUB = None
+
+
 @pytest.fixture(params=DATABASES)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
@@ -81,8 +108,9 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def settings(tmp_path: Path, database_url: str, redis_url: str) -> Settings:
+def settings(tmp_path: Path, database_url: str, redis_url: str, github: Any) -> Settings:
     return load_settings(
+        github_api_url=github.url,
         webhook_secret=SECRET,
         admin_token="test-admin-token",
         data_dir=tmp_path / "var",
@@ -97,7 +125,10 @@ def app(settings: Settings) -> Iterator[Flask]:
     app = create_app(settings)
     app.config["TESTING"] = True
     with app.app_context():
-        runtime.install(runtime.Runtime(services().ledger, services().state, services().config))
+        s = services()
+        runtime.install(
+            runtime.Runtime(s.ledger, s.state, s.config, github_api_url=s.settings.github_api_url, redis=s.redis)
+        )
     try:
         yield app
     finally:
@@ -125,14 +156,32 @@ def signed_headers(body: bytes, event: str, delivery_id: str, secret: str = SECR
 
 def post(client: FlaskClient, payload: dict[str, Any] | bytes, event: str, delivery_id: str) -> Any:
     body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    if _ACTIVE_GITHUB is not None and event == "pull_request":
+        show_head_to_github(body)
     return client.post("/webhook", data=body, headers=signed_headers(body, event, delivery_id))
 
 
+def show_head_to_github(body: bytes) -> None:
+    from urllib.parse import parse_qs
+
+    try:
+        try:
+            document = json.loads(body)
+        except ValueError:
+            document = json.loads(parse_qs(body.decode())["payload"][0])
+        pr = document["pull_request"]
+        _ACTIVE_GITHUB.saw_head(document["repository"]["full_name"], pr["number"], pr["head"]["sha"], pr["updated_at"])
+    except (ValueError, KeyError, TypeError):
+        pass  # a malformed body: the webhook refuses it anyway
+
+
 def run_jobs(app: Flask) -> None:
-    """Run every queued job in this process (RQ's own tests do the same)."""
+    """Run every queued job in this process, deliveries first (RQ's own tests do the same)."""
     with app.app_context():
-        queue = services().queue
-        SimpleWorker([queue], connection=queue.connection).work(burst=True, with_scheduler=False)
+        s = services()
+        queues = [s.queue, github_queue(s.redis)]
+        while any(q.count for q in queues):
+            SimpleWorker(queues, connection=s.redis).work(burst=True, with_scheduler=False)
 
 
 def fixture_payload(name: str) -> dict[str, Any]:

@@ -12,11 +12,12 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import SECRET, WEBHOOKS
+from tests.conftest import SECRET, WEBHOOKS, show_head_to_github
 from tests.factory import PullRequestStory
 from tracker.signature import sign
 
@@ -57,6 +58,17 @@ def wait_processed(base: str, count: int, timeout: float = 30) -> dict[str, int]
         time.sleep(0.2)
 
 
+def classified_snapshot(url: str, timeout: float = 30) -> dict[str, Any]:
+    """The snapshot once every PR in it is classified (files arrive after the delivery is processed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        snapshot: dict[str, Any] = httpx.get(url).json()
+        if snapshot["pending_classification"] == 0:
+            return snapshot
+        assert time.monotonic() < deadline, f"still pending: {snapshot}"
+        time.sleep(0.2)
+
+
 @pytest.fixture
 def data_dir() -> Iterator[Path]:
     # Short: the embedded Redis listens on a unix socket in it (paths are capped at 108 bytes).
@@ -64,11 +76,17 @@ def data_dir() -> Iterator[Path]:
         yield Path(directory)
 
 
+def show_to_github(github: Any, *paths: Path) -> None:
+    for path in paths:
+        if path.name.startswith("pull_request."):
+            show_head_to_github(path.read_bytes())
+
+
 @pytest.fixture
-def service(data_dir: Path) -> Iterator[tuple[str, dict[str, str]]]:
+def service(data_dir: Path, github: Any) -> Iterator[tuple[str, dict[str, str]]]:
     """`tracker run` on the embedded defaults: SQLite ledger, embedded Redis, no REDIS_URL."""
     port = free_port()
-    env = clean_env(TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(data_dir))
+    env = clean_env(TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(data_dir), GITHUB_API_URL=github.url)
     process = subprocess.Popen([*TRACKER, "run", "--port", str(port), "--workers", "1"], env=env)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -82,6 +100,7 @@ def service(data_dir: Path) -> Iterator[tuple[str, dict[str, str]]]:
 
 def test_run_on_embedded_defaults_replay_and_query(service: tuple[str, dict[str, str]], data_dir: Path) -> None:
     base, env = service
+    show_to_github(None, *WEBHOOKS.glob("*.json"))
     files = sorted(str(p) for p in WEBHOOKS.glob("*.json"))
     replay = subprocess.run([*TRACKER, "replay", *files, "--url", f"{base}/webhook"], env=env, capture_output=True)
     assert replay.returncode == 0, replay.stderr
@@ -95,6 +114,7 @@ def test_run_on_embedded_defaults_replay_and_query(service: tuple[str, dict[str,
     again = subprocess.run([*TRACKER, "replay", *files, "--url", f"{base}/webhook"], env=env, capture_output=True)
     assert f"{pull_requests + 3} × 200" in again.stdout.decode()  # the pull requests, and 3 pings
 
+    classified_snapshot(f"{base}/api/v1/repos/Codertocat/Hello-World/months/2019-05")
     api = httpx.get(f"{base}/api/v1/repos/Codertocat/Hello-World/months/2019-05").content
     cli = subprocess.run(
         [*TRACKER, "snapshot", "--repo", "Codertocat/Hello-World", "--month", "2019-05"],
@@ -119,11 +139,12 @@ def test_oversized_chunked_body_is_refused_by_the_real_server(service: tuple[str
     assert httpx.get(f"{base}/api/v1/status").json()["deliveries"]["received"] == 0
 
 
-def test_restart_keeps_everything(data_dir: Path) -> None:
-    env = clean_env(TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(data_dir))
+def test_restart_keeps_everything(data_dir: Path, github: Any) -> None:
+    env = clean_env(TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(data_dir), GITHUB_API_URL=github.url)
     story = PullRequestStory(5, __import__("datetime").datetime(2026, 9, 2, tzinfo=__import__("datetime").UTC))
     story.opened()
     body = story.deliveries[0].body
+    show_head_to_github(body)
     for round_number in range(2):
         port = free_port()
         process = subprocess.Popen([*TRACKER, "run", "--port", str(port), "--workers", "1"], env=env)
@@ -139,15 +160,17 @@ def test_restart_keeps_everything(data_dir: Path) -> None:
                 }
                 assert httpx.post(f"{base}/webhook", content=body, headers=headers).status_code == 202
             assert wait_processed(base, 1)["processed"] == 1
-            snapshot = httpx.get(f"{base}/api/v1/repos/NVIDIA/Megatron-LM/months/2026-09").json()
+            snapshot = classified_snapshot(f"{base}/api/v1/repos/NVIDIA/Megatron-LM/months/2026-09")
             assert snapshot["stats"]["opened"] == 1
         finally:
             process.send_signal(signal.SIGTERM)
             assert process.wait(30) == 0
 
 
-def test_replay_jsonl_and_rebuild_from_the_cli(data_dir: Path, redis_url: str) -> None:
-    env = clean_env(TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(data_dir), REDIS_URL=redis_url)
+def test_replay_jsonl_and_rebuild_from_the_cli(data_dir: Path, redis_url: str, github: Any) -> None:
+    env = clean_env(
+        TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(data_dir), REDIS_URL=redis_url, GITHUB_API_URL=github.url
+    )
     records = data_dir / "september.jsonl"
     dt = __import__("datetime")
     story = (
@@ -157,6 +180,8 @@ def test_replay_jsonl_and_rebuild_from_the_cli(data_dir: Path, redis_url: str) -
         .merged(dt.datetime(2026, 9, 4, tzinfo=dt.UTC))
     )
     records.write_text("".join(json.dumps(d.as_record()) + "\n" for d in story.deliveries))
+    for d in story.deliveries:
+        show_head_to_github(d.body)
     port = free_port()
     web = subprocess.Popen([*TRACKER, "web", "--port", str(port), "--processes", "1"], env=env)
     base = f"http://127.0.0.1:{port}"
@@ -174,7 +199,7 @@ def test_replay_jsonl_and_rebuild_from_the_cli(data_dir: Path, redis_url: str) -
     before = subprocess.run(snapshot_command, env=env, capture_output=True, check=True).stdout
     assert json.loads(before)["stats"] == {"opened": 1, "merged": 1, "closed_unmerged": 0, "active_at_cutoff": 0}
     rebuilt = subprocess.run([*TRACKER, "rebuild"], env=env, capture_output=True, check=True)
-    assert "rebuilt from 3 deliveries; 0 failed" in rebuilt.stdout.decode()
+    assert "rebuilt from 3 deliveries; 0 failed; 2 heads reclassified" in rebuilt.stdout.decode()
     assert subprocess.run(snapshot_command, env=env, capture_output=True, check=True).stdout == before
 
 

@@ -25,8 +25,10 @@ from hypothesis import strategies as st
 
 from tests import factory
 from tests.factory import PullRequestStory
+from tracker.classify import ChangedFile, Rules
 from tracker.config import TrackerConfig
 from tracker.database import connect
+from tracker.heads import HeadStore
 from tracker.ledger import Delivery, Ledger, now_ms
 from tracker.months import load_snapshot, snapshot_json
 from tracker.state import MonthState
@@ -176,6 +178,18 @@ class Tracker:
         return process_delivery(delivery_id)
 
     def snapshots(self) -> dict[tuple[str, str | None], str]:
+        # Files arrive from GitHub apart from deliveries: give every head shown so far one code file.
+        heads = HeadStore(self.state.engine)
+        for head in heads.missing():
+            heads.store(
+                head.full_name.lower(),
+                head.number,
+                head.head_sha,
+                [ChangedFile(f"megatron/core/change_{head.number}.py", patch="@@ -1 +1 @@\n-a\n+b")],
+                truncated=False,
+                source="pulls",
+                rules=Rules(),
+            )
         config = TrackerConfig()
         return {
             (month, cutoff): snapshot_json(load_snapshot(self.state, config, REPO, month, cutoff, today=TODAY))
@@ -353,6 +367,7 @@ def test_one_repository_whatever_the_case_of_its_name() -> None:
     second = PullRequestStory(2, shanghai(9, 3), repo="nvidia/megatron-lm").opened().deliveries
     with fresh_tracker() as tracker:
         run_in_order(tracker, [as_ledger_delivery(d, form=False) for d in first + second])
+        tracker.snapshots()  # the files of both heads arrive
         snapshot = load_snapshot(tracker.state, TrackerConfig(), REPO, "2026-09", None, today=TODAY)
     assert [pr.status.number for pr in snapshot.pull_requests] == [1, 2]
     assert snapshot.stats.opened == 2

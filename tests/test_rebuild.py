@@ -61,7 +61,7 @@ def test_rebuild_gives_byte_identical_snapshots(app: Flask, client: FlaskClient)
     with app.app_context():
         s = services()
         received = s.ledger.counts().received
-        processed, failed = rebuild(s.ledger, s.state, s.config)
+        processed, failed, _ = rebuild(s.ledger, s.state, s.config)
     assert (processed, failed) == (received, 0)
     assert snapshots(app) == before
 

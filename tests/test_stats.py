@@ -14,10 +14,11 @@ from datetime import UTC, date, datetime
 import pytest
 
 from tracker.attributes import AttributeVersion
-from tracker.snapshot import build_snapshot
+from tracker.classify import Category, HeadVerdict
+from tracker.snapshot import MonthSnapshot, build_snapshot
 from tracker.stats import MonthStats, PullRequestStatus, assess
 from tracker.timeline import Fact, FactKind, PRState
-from tracker.window import Month, month_window
+from tracker.window import Month, Window, month_window
 
 SHANGHAI = "Asia/Shanghai"
 WINDOW = month_window(Month(2026, 9), date(2026, 9, 13), SHANGHAI)
@@ -242,6 +243,14 @@ def version(at: int, title: str, labels: tuple[str, ...] = (), delivery_id: str 
     )
 
 
+def substantive(
+    repo: str, window: Window, timelines: dict[int, list[Fact]], versions: dict[int, AttributeVersion]
+) -> MonthSnapshot:
+    """build_snapshot with head `abc123` classified substantive: every PR with a known version counts."""
+    verdict = HeadVerdict("abc123", Category.SUBSTANTIVE, False, {"rule": "code_changed"})
+    return build_snapshot(repo, window, timelines, versions, {(n, "abc123"): verdict for n in timelines})
+
+
 def test_build_snapshot_lists_only_prs_with_activity_in_the_window() -> None:
     timelines = {
         30: [opened(local(9, 2)), merged(AFTER)],
@@ -250,7 +259,7 @@ def test_build_snapshot_lists_only_prs_with_activity_in_the_window() -> None:
         40: [opened(AUG), closed(local(9, 4)), closed(local(9, 4))],
     }
     versions = {30: version(local(9, 2), "Thirty", ("bug",)), 10: version(local(9, 5), "Ten")}
-    snapshot = build_snapshot("NVIDIA/Megatron-LM", WINDOW, timelines, versions)
+    snapshot = substantive("NVIDIA/Megatron-LM", WINDOW, timelines, versions)
     document = snapshot.as_dict()
 
     assert document["repo"] == "NVIDIA/Megatron-LM"
@@ -259,7 +268,9 @@ def test_build_snapshot_lists_only_prs_with_activity_in_the_window() -> None:
     assert document["timezone"] == SHANGHAI
     assert document["final"] is False
     assert document["window"] == {"start": "2026-08-31T16:00:00Z", "end": "2026-09-13T16:00:00Z"}
-    assert document["stats"] == {"opened": 1, "merged": 0, "closed_unmerged": 1, "active_at_cutoff": 2}
+    # 40 has no known version, so no known head: pending, and not counted until its files are known.
+    assert document["stats"] == {"opened": 1, "merged": 0, "closed_unmerged": 0, "active_at_cutoff": 2}
+    assert document["pending_classification"] == 1
     assert [pr["number"] for pr in document["pull_requests"]] == [10, 30, 40]
 
     ten, thirty, forty = document["pull_requests"]
@@ -276,16 +287,17 @@ def test_build_snapshot_lists_only_prs_with_activity_in_the_window() -> None:
     assert thirty["labels"] == ["bug"]
     assert thirty["counted"] == {"opened": True, "merged": False, "closed_unmerged": False, "active_at_cutoff": True}
 
-    # No version known: empty attributes, still counted.
+    # No version known: empty attributes, pending, not counted.
     assert forty["title"] == ""
     assert forty["labels"] == []
     assert forty["state_at_cutoff"] == "closed"
-    assert forty["counted"]["closed_unmerged"] is True
+    assert forty["category"] == "pending"
+    assert forty["counted"]["closed_unmerged"] is False
 
 
 def test_build_snapshot_final_report_shows_the_merge() -> None:
     timelines = {30: [opened(local(9, 2)), merged(AFTER)]}
-    document = build_snapshot("o/r", FINAL, timelines, {}).as_dict()
+    document = substantive("o/r", FINAL, timelines, {30: version(local(9, 2), "Thirty")}).as_dict()
     assert document["final"] is True
     assert document["window"] == {"start": "2026-08-31T16:00:00Z", "end": "2026-09-30T16:00:00Z"}
     assert document["stats"] == {"opened": 1, "merged": 1, "closed_unmerged": 0, "active_at_cutoff": 0}
@@ -297,8 +309,9 @@ def test_build_snapshot_final_report_shows_the_merge() -> None:
 def test_build_snapshot_counts_duplicates_once() -> None:
     once = {1: [opened(local(9, 2)), commit(local(9, 3))], 2: [opened(AUG), merged(local(9, 4))]}
     twice = {number: facts + list(reversed(facts)) for number, facts in once.items()}
-    a = build_snapshot("o/r", WINDOW, once, {}).as_dict()
-    b = build_snapshot("o/r", WINDOW, twice, {}).as_dict()
+    versions = {n: version(AUG, f"PR {n}") for n in once}
+    a = substantive("o/r", WINDOW, once, versions).as_dict()
+    b = substantive("o/r", WINDOW, twice, versions).as_dict()
     assert a == b
     assert a["stats"] == {"opened": 1, "merged": 1, "closed_unmerged": 0, "active_at_cutoff": 1}
 
@@ -306,7 +319,7 @@ def test_build_snapshot_counts_duplicates_once() -> None:
 def test_build_snapshot_does_not_depend_on_mapping_order() -> None:
     timelines = {3: [opened(local(9, 2))], 1: [opened(AUG), commit(local(9, 3))], 2: [opened(AUG), closed(local(9, 4))]}
     reordered = dict(sorted(timelines.items()))
-    a = build_snapshot("o/r", WINDOW, timelines, {})
-    b = build_snapshot("o/r", WINDOW, reordered, {})
+    a = substantive("o/r", WINDOW, timelines, {})
+    b = substantive("o/r", WINDOW, reordered, {})
     assert a.as_dict() == b.as_dict()
     assert [pr["number"] for pr in a.as_dict()["pull_requests"]] == [1, 2, 3]

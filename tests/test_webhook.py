@@ -10,7 +10,15 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
-from tests.conftest import SECRET, WEBHOOKS, fixture_payload, post, run_jobs, signed_headers
+from tests.conftest import (
+    SECRET,
+    WEBHOOKS,
+    fixture_payload,
+    post,
+    run_jobs,
+    show_head_to_github,
+    signed_headers,
+)
 from tracker.app import MAX_BODY_BYTES, services
 from tracker.schema import deliveries, hooks
 from tracker.signature import sign
@@ -89,6 +97,7 @@ def test_a_body_changed_after_signing_is_rejected(app: Flask, client: FlaskClien
 def test_form_encoded_deliveries_are_accepted(app: Flask, client: FlaskClient) -> None:
     document = (WEBHOOKS / "pull_request.opened.json").read_text()
     body = urlencode({"payload": document}).encode()
+    show_head_to_github(body)
     headers = signed_headers(body, "pull_request", "form-1")
     headers["Content-Type"] = "application/x-www-form-urlencoded"
     assert client.post("/webhook", data=body, headers=headers).status_code == 202

@@ -150,6 +150,7 @@ def worker_process(settings: Settings, *args: str) -> subprocess.Popen[bytes]:
         "TRACKER_DATA_DIR": str(settings.data_dir),
         "TRACKER_DATABASE_URL": settings.resolved_database_url,
         "REDIS_URL": str(settings.redis_url),
+        "GITHUB_API_URL": settings.github_api_url,
     }
     # Its own process group: RQ runs the scheduler in a child process, and a crash takes both.
     return subprocess.Popen([sys.executable, "-m", "tracker", "worker", *args], env=env, start_new_session=True)

@@ -10,9 +10,11 @@ from flask import Blueprint, Response, render_template, request
 from sqlalchemy import text
 
 from tracker.app import services
+from tracker.heads import HeadStore
 from tracker.ledger import FAILED
 from tracker.months import UnknownRepository, load_snapshot, snapshot_json
-from tracker.queue import enqueue_deliveries, queue_counts
+from tracker.queue import enqueue_deliveries, github_queue, queue_counts, waiting_on_github
+from tracker.quota import Quota
 from tracker.window import WindowError
 
 blueprint = Blueprint("api", __name__)
@@ -47,6 +49,11 @@ def status() -> Any:
     }
     try:
         body["queue"] = queue_counts(app.queue)
+        body["github"] = {
+            **Quota(app.redis).summary(),
+            "waiting_jobs": waiting_on_github(github_queue(app.redis)),
+            "heads_without_files": len(HeadStore(app.state.engine).missing()),
+        }
     except Exception as exc:
         body["queue"] = {"error": f"Redis is unreachable ({type(exc).__name__})"}
     if body["deliveries"][FAILED]:

@@ -78,7 +78,7 @@ def worker(burst: bool) -> None:
     from rq import SimpleWorker
 
     from tracker.embedded_redis import redis_url
-    from tracker.queue import connect_redis, delivery_queue
+    from tracker.queue import connect_redis, delivery_queue, github_queue
     from workers import runtime
     from workers.sweep import sweep
 
@@ -87,13 +87,14 @@ def worker(burst: bool) -> None:
         connection = connect_redis(redis_url(settings))
     except SettingsError as exc:
         raise click.ClickException(str(exc)) from exc
-    rt = runtime.Runtime.from_settings(settings)
+    rt = runtime.Runtime.from_settings(settings, redis=connection)
     runtime.install(rt)
     queue = delivery_queue(connection)
     sweep(rt.ledger, queue, grace_seconds=0)
     # SimpleWorker runs jobs in this process: jobs are short and idempotent, and forking a work horse
-    # per job costs about 14 ms of CPU against 3 ms (MEASURED.md).
-    SimpleWorker([queue], connection=connection).work(burst=burst, with_scheduler=True)
+    # per job costs about 14 ms of CPU against 3 ms (MEASURED.md). Deliveries come first; GitHub
+    # fetches wait behind them.
+    SimpleWorker([queue, github_queue(connection)], connection=connection).work(burst=burst, with_scheduler=True)
 
 
 @main.command("sweep")
@@ -154,8 +155,8 @@ def rebuild() -> None:
     rt = Runtime.from_settings(_settings())
     counts = rt.ledger.counts()
     with click.progressbar(length=counts.received, label="rebuilding", file=sys.stderr) as bar:
-        processed, failed = run_rebuild(rt.ledger, rt.state, rt.config, progress=bar.update)
-    click.echo(f"rebuilt from {processed} deliveries; {failed} failed")
+        processed, failed, heads = run_rebuild(rt.ledger, rt.state, rt.config, progress=bar.update)
+    click.echo(f"rebuilt from {processed} deliveries; {failed} failed; {heads} heads reclassified")
 
 
 @main.command("retry-failed")

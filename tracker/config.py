@@ -1,4 +1,4 @@
-"""Per-repository settings from the optional YAML file named by TRACKER_CONFIG.
+r"""Per-repository settings from the optional YAML file named by TRACKER_CONFIG.
 
 ```yaml
 defaults:
@@ -6,24 +6,51 @@ defaults:
 repositories:
   NVIDIA/Megatron-LM:
     timezone: Asia/Shanghai
+    classification:
+      ci_paths: [".github/", "ci/", "tools/ci/", "tests/test_utils/python_scripts/"]
+      test_paths: ["tests/", "test/", "*/golden_values*.json"]
+      format_pattern: '(?<![\w-])(auto-format|formatting|format)(?![\w-])'
 ```
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from tracker.classify import DEFAULT_CI_PATHS, DEFAULT_FORMAT_PATTERN, DEFAULT_TEST_PATHS, Rules
 from tracker.settings import Settings, SettingsError
+
+
+class ClassificationConfig(BaseModel):
+    """Exclusion rules; each list replaces the default list (SEMANTICS, "Exclusions")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ci_paths: tuple[str, ...] | None = None
+    test_paths: tuple[str, ...] | None = None
+    format_pattern: str | None = None
+
+    @field_validator("format_pattern")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"format_pattern is not a regular expression: {exc}") from exc
+        return value
 
 
 class RepositoryConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     timezone: str | None = None
+    classification: ClassificationConfig | None = None
 
     @field_validator("timezone")
     @classmethod
@@ -53,6 +80,14 @@ class TrackerConfig(BaseModel):
 
     def timezone_for(self, full_name: str) -> str:
         return self.for_repo(full_name).timezone or self.defaults.timezone or self.fallback_timezone
+
+    def rules_for(self, full_name: str) -> Rules:
+        """The repository's exclusion rules: its own settings, then `defaults`, then the published ones."""
+        layers = [c for c in (self.for_repo(full_name).classification, self.defaults.classification) if c]
+        ci = next((c.ci_paths for c in layers if c.ci_paths is not None), DEFAULT_CI_PATHS)
+        test = next((c.test_paths for c in layers if c.test_paths is not None), DEFAULT_TEST_PATHS)
+        pattern = next((c.format_pattern for c in layers if c.format_pattern is not None), DEFAULT_FORMAT_PATTERN)
+        return Rules(ci_paths=ci, test_paths=test, format_pattern=pattern)
 
 
 def load_config(settings: Settings) -> TrackerConfig:

@@ -11,6 +11,9 @@ from tracker.timeline import Fact, facts_of
 from tracker.window import month_of
 
 PULL_REQUEST = "pull_request"
+# Actions after which the head's files matter. Labels, edits, comments and the like never cost a
+# GitHub request.
+FILE_ACTIONS = frozenset({"opened", "synchronize", "reopened"})
 
 
 def repository_key(full_name: str) -> str:
@@ -27,6 +30,7 @@ class Derivation:
     version: AttributeVersion
     activity_months: frozenset[str]  # months (repository time zone) holding one of the facts
     touched_months: frozenset[str]  # months whose reports may read what this delivery added
+    wanted_head: tuple[str, str] | None  # (head sha, base sha) whose files should be fetched
 
 
 def derive(
@@ -42,6 +46,8 @@ def derive(
     facts = tuple(facts_of(event))
     version = version_of(event, delivery_id)
     activity = frozenset(month_of(fact.at, tz) for fact in facts)
+    pr = event.pull_request
+    wants_files = event.action in FILE_ACTIONS or (event.action == "closed" and pr.merged_at is not None)
     return Derivation(
         repo=repository_key(full_name),
         full_name=full_name,
@@ -50,4 +56,5 @@ def derive(
         version=version,
         activity_months=activity,
         touched_months=activity | {month_of(version.at, tz)},
+        wanted_head=(pr.head.sha, pr.base.sha or "") if wants_files and pr.head.sha else None,
     )

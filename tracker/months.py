@@ -31,7 +31,7 @@ def load_snapshot(
     tz = config.timezone_for(stored)
     window = resolve_window(month, cutoff, tz, today if today is not None else today_in(tz))
     inputs = state.month_inputs(stored, str(window.month), window.end)
-    return build_snapshot(stored, window, inputs.timelines, inputs.versions)
+    return build_snapshot(stored, window, inputs.timelines, inputs.versions, inputs.verdicts, config.rules_for(stored))
 
 
 def snapshot_json(snapshot: MonthSnapshot) -> str:

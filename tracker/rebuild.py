@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tracker.classify import classify_head
 from tracker.config import TrackerConfig
 from tracker.derive import Derivation, derive
+from tracker.heads import HeadStore, write_verdicts
 from tracker.ledger import Ledger
 from tracker.payloads import IncompleteBody, MalformedBody
 from tracker.state import MonthState, mark_processed, write_derivations
@@ -16,9 +18,10 @@ def rebuild(
     state: MonthState,
     config: TrackerConfig,
     progress: Callable[[int], None] | None = None,
-) -> tuple[int, int]:
-    """Re-derive everything; returns (processed, failed). Stop the workers first: a job that runs
-    while the tables are dropped would fail and be retried, but a rebuild alone is simpler."""
+) -> tuple[int, int, int]:
+    """Re-derive everything from the raw deliveries and the stored files, under the current config;
+    returns (deliveries processed, deliveries failed, heads classified). No GitHub request is made.
+    Stop the workers first: a job that runs while the tables are dropped would fail and be retried."""
     state.drop_and_recreate()
     processed = failed = 0
     for batch in ledger.iter_pull_request_deliveries():
@@ -37,4 +40,10 @@ def rebuild(
         processed += len(items)
         if progress is not None:
             progress(len(batch))
-    return processed, failed
+    classified = 0
+    for repo, number, head_sha, truncated, files in HeadStore(state.engine).stored():
+        rules = config.rules_for(state.repository_name(repo) or repo)
+        with state.engine.begin() as conn:
+            write_verdicts(conn, repo, number, [classify_head(head_sha, files, rules, truncated)])
+        classified += 1
+    return processed, failed, classified

@@ -115,4 +115,71 @@ months = Table(
     Column("version", BigInteger, nullable=False),
 )
 
-DERIVED_TABLES = (repositories, pr_facts, pr_versions, month_activity, months)
+
+# --- fetched from GitHub: kept by rebuilds (re-fetching would cost quota) --------------------
+
+# The changed files of one head of one PR, as GitHub listed them.
+head_files = Table(
+    "head_files",
+    metadata,
+    Column("repo", String(255), primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("head_sha", String(64), primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("path", Text, nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("previous_path", Text),
+    Column("additions", Integer, nullable=False),
+    Column("deletions", Integer, nullable=False),
+    Column("patch", Text),
+)
+
+# One row per head whose files are stored (a head with no files has a row and no files).
+heads = Table(
+    "heads",
+    metadata,
+    Column("repo", String(255), primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("head_sha", String(64), primary_key=True),
+    Column("file_count", Integer, nullable=False),
+    Column("truncated", Boolean, nullable=False),
+    Column("source", String(16), nullable=False),  # "pulls" (files endpoint) or "compare"
+    Column("fetched_at", BigInteger, nullable=False),
+)
+
+# Conditional requests: the ETag and body of the last 200 for a URL, replayed on a 304.
+http_cache = Table(
+    "http_cache",
+    metadata,
+    Column("url", String(1000), primary_key=True),
+    Column("etag", String(255), nullable=False),
+    Column("next_url", Text),
+    Column("body", LargeBinary, nullable=False),
+)
+
+# --- DERIVED from deliveries and fetched files ------------------------------------------------
+
+# Heads seen in deliveries that should have files (opened, synchronize, reopened, merge).
+wanted_heads = Table(
+    "wanted_heads",
+    metadata,
+    Column("repo", String(255), primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("head_sha", String(64), primary_key=True),
+    Column("full_name", String(255), nullable=False),
+    Column("base_sha", String(64), nullable=False),
+)
+
+# The verdict of a head's files under the repository's rules (recomputed by `tracker rebuild`).
+head_verdicts = Table(
+    "head_verdicts",
+    metadata,
+    Column("repo", String(255), primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("head_sha", String(64), primary_key=True),
+    Column("category", String(16), nullable=False),
+    Column("whitespace_only", Boolean, nullable=False),
+    Column("evidence", Text, nullable=False),  # JSON
+)
+
+DERIVED_TABLES = (repositories, pr_facts, pr_versions, month_activity, months, wanted_heads, head_verdicts)

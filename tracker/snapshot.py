@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tracker.attributes import AttributeVersion
+from tracker.classify import EXCLUDED, Category, HeadVerdict, Rules, classify_pull_request
 from tracker.stats import MonthStats, PullRequestStatus, assess
 from tracker.timeline import Fact, FactKind
 from tracker.window import Window, iso_utc
@@ -18,6 +20,12 @@ class PullRequestSnapshot:
     version: AttributeVersion | None
     created_at: int
     merged_at: int | None
+    category: Category
+    evidence: dict[str, Any]
+
+    @property
+    def substantive(self) -> bool:
+        return self.category is Category.SUBSTANTIVE
 
 
 @dataclass(frozen=True)
@@ -25,6 +33,8 @@ class MonthSnapshot:
     repo: str
     window: Window
     stats: MonthStats
+    excluded: dict[str, int]
+    pending_classification: int
     pull_requests: tuple[PullRequestSnapshot, ...]
 
     def as_dict(self) -> dict[str, Any]:
@@ -37,12 +47,15 @@ class MonthSnapshot:
             "final": window.final,
             "window": {"start": iso_utc(window.start), "end": iso_utc(window.end)},
             "stats": self.stats.as_dict(),
+            "excluded": self.excluded,
+            "pending_classification": self.pending_classification,
             "pull_requests": [self._pull_request(pr) for pr in self.pull_requests],
         }
 
     def _pull_request(self, pr: PullRequestSnapshot) -> dict[str, Any]:
         version = pr.version
         activity = pr.status.activity
+        counted = pr.substantive
         return {
             "number": pr.status.number,
             "url": f"https://github.com/{self.repo}/pull/{pr.status.number}",
@@ -62,11 +75,13 @@ class MonthSnapshot:
                 "reopened": activity.reopened,
                 "merged": activity.merged,
             },
+            "category": pr.category.value,
+            "evidence": pr.evidence,
             "counted": {
-                "opened": pr.status.counts_opened,
-                "merged": pr.status.counts_merged,
-                "closed_unmerged": pr.status.counts_closed_unmerged,
-                "active_at_cutoff": pr.status.counts_active,
+                "opened": counted and pr.status.counts_opened,
+                "merged": counted and pr.status.counts_merged,
+                "closed_unmerged": counted and pr.status.counts_closed_unmerged,
+                "active_at_cutoff": counted and pr.status.counts_active,
             },
         }
 
@@ -76,9 +91,15 @@ def build_snapshot(
     window: Window,
     timelines: Mapping[int, Sequence[Fact]],
     versions: Mapping[int, AttributeVersion],
+    verdicts: Mapping[tuple[int, str], HeadVerdict] | None = None,
+    rules: Rules | None = None,
 ) -> MonthSnapshot:
     """`timelines` holds every known fact of each candidate PR (before and after the window);
-    PRs without activity inside the window are left out."""
+    PRs without activity inside the window are left out. Each PR is classified by the verdict of
+    the head it had at the window end (`verdicts`, by number and head sha) and its title and labels
+    then; a PR whose head has no verdict yet is `pending`."""
+    verdicts = verdicts or {}
+    rules = rules or Rules()
     pull_requests = []
     for number in sorted(timelines):
         facts = timelines[number]
@@ -86,17 +107,27 @@ def build_snapshot(
         if status is None:
             continue
         merged = [f.at for f in facts if f.kind is FactKind.MERGED and f.at < window.end]
+        version = versions.get(number)
+        verdict = verdicts.get((number, version.head_sha)) if version is not None else None
+        category, evidence = classify_pull_request(
+            verdict, version.title if version else "", version.labels if version else (), rules
+        )
         pull_requests.append(
             PullRequestSnapshot(
                 status=status,
-                version=versions.get(number),
+                version=version,
                 created_at=min(f.at for f in facts if f.kind is FactKind.OPENED),
                 merged_at=min(merged) if merged else None,
+                category=category,
+                evidence=evidence,
             )
         )
+    categories = Counter(pr.category for pr in pull_requests)
     return MonthSnapshot(
         repo=repo,
         window=window,
-        stats=MonthStats.of([pr.status for pr in pull_requests]),
+        stats=MonthStats.of([pr.status for pr in pull_requests if pr.substantive]),
+        excluded={category.value: categories[category] for category in EXCLUDED},
+        pending_classification=categories[Category.PENDING],
         pull_requests=tuple(pull_requests),
     )

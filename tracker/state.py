@@ -14,18 +14,22 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine, and_, func, or_, select, update
 
 from tracker.attributes import AttributeVersion, version_at
+from tracker.classify import HeadVerdict
 from tracker.database import insert_ignoring_duplicates
 from tracker.derive import Derivation, repository_key
+from tracker.heads import verdict_from_row
 from tracker.ledger import PROCESSED, now_ms
 from tracker.schema import (
     DERIVED_TABLES,
     deliveries,
+    head_verdicts,
     metadata,
     month_activity,
     months,
     pr_facts,
     pr_versions,
     repositories,
+    wanted_heads,
 )
 from tracker.timeline import Fact, FactKind
 
@@ -36,6 +40,7 @@ class MonthInputs:
 
     timelines: dict[int, list[Fact]]
     versions: dict[int, AttributeVersion]
+    verdicts: dict[tuple[int, str], HeadVerdict]  # (number, head sha)
 
 
 class MonthState:
@@ -99,6 +104,17 @@ class MonthState:
                 .where(in_month)
             ).all()
             candidates = _version_candidates(conn, repo, month, end)
+            verdict_rows = conn.execute(
+                select(head_verdicts)
+                .join(
+                    month_activity,
+                    and_(
+                        month_activity.c.repo == head_verdicts.c.repo,
+                        month_activity.c.number == head_verdicts.c.number,
+                    ),
+                )
+                .where(in_month)
+            ).all()
         timelines: dict[int, list[Fact]] = defaultdict(list)
         for number, kind, at in fact_rows:
             timelines[number].append(Fact(FactKind(kind), at))
@@ -107,7 +123,8 @@ class MonthState:
             chosen = version_at(rows, end)
             if chosen is not None:
                 versions[number] = chosen
-        return MonthInputs(timelines=dict(timelines), versions=versions)
+        verdicts = {(row.number, row.head_sha): verdict_from_row(row) for row in verdict_rows}
+        return MonthInputs(timelines=dict(timelines), versions=versions, verdicts=verdicts)
 
 
 def _version_candidates(conn: Connection, repo: str, month: str, end: int) -> dict[int, list[AttributeVersion]]:
@@ -172,6 +189,7 @@ def write_derivations(conn: Connection, items: Sequence[tuple[str, Derivation]])
     fact_rows: dict[tuple[str, int, str, int], dict[str, object]] = {}
     version_rows = []
     activity_rows: dict[tuple[str, str, int], dict[str, object]] = {}
+    wanted_rows: dict[tuple[str, int, str], dict[str, object]] = {}
     touched: set[tuple[str, str]] = set()
     for delivery_id, d in items:
         names[d.repo] = max(
@@ -200,10 +218,20 @@ def write_derivations(conn: Connection, items: Sequence[tuple[str, Derivation]])
         for month in d.activity_months:
             activity_rows[(d.repo, month, d.number)] = {"repo": d.repo, "month": month, "number": d.number}
         touched.update((d.repo, month) for month in d.touched_months)
+        if d.wanted_head is not None:
+            head_sha, base_sha = d.wanted_head
+            wanted_rows[(d.repo, d.number, head_sha)] = {
+                "repo": d.repo,
+                "number": d.number,
+                "head_sha": head_sha,
+                "full_name": d.full_name,
+                "base_sha": base_sha,
+            }
     _name_repositories(conn, names)
     insert_ignoring_duplicates(conn, pr_facts, list(fact_rows.values()))
     insert_ignoring_duplicates(conn, pr_versions, version_rows)
     insert_ignoring_duplicates(conn, month_activity, list(activity_rows.values()))
+    insert_ignoring_duplicates(conn, wanted_heads, list(wanted_rows.values()))
     _bump_months(conn, sorted(touched))
 
 

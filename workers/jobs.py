@@ -1,19 +1,30 @@
-"""Job functions. They take ids, and running one twice changes nothing."""
+"""Job functions. They take ids and plain values, and running one twice changes nothing."""
 
 from __future__ import annotations
 
 import logging
+import random
+import time
 
 from rq import get_current_job
 
-from tracker.derive import PULL_REQUEST, derive
+from tracker.derive import PULL_REQUEST, derive, repository_key
+from tracker.fetch import fetch_and_store
+from tracker.github import RateLimited, RequestRefused, Unavailable
+from tracker.heads import UNAVAILABLE
+from tracker.queue import enqueue_head_fetch, fetch_done, github_queue
+from tracker.quota import Quota
 from workers.runtime import current
 
 log = logging.getLogger(__name__)
 
+# After this many re-scheduled attempts of a GitHub outage, the fetch job fails (and is visible).
+FETCH_ATTEMPTS = 8
+
 
 def process_delivery(delivery_id: str) -> str:
-    """Derive a stored delivery's facts and attribute versions into the per-month state."""
+    """Derive a stored delivery's facts and attribute versions into the per-month state, and ask
+    for the files of a head not seen before."""
     runtime = current()
     delivery = runtime.ledger.get(delivery_id)
     if delivery is None:
@@ -31,4 +42,75 @@ def process_delivery(delivery_id: str) -> str:
         except Exception:  # the ledger itself may be what failed; RQ still retries the job
             log.exception("could not record the failure of delivery %s", delivery_id)
         raise
+    if derivation is not None and derivation.wanted_head is not None and runtime.redis is not None:
+        head_sha, base_sha = derivation.wanted_head
+        if not runtime.heads.known(derivation.repo, derivation.number, head_sha):
+            enqueue_head_fetch(
+                github_queue(runtime.redis),
+                derivation.full_name,
+                derivation.repo,
+                derivation.number,
+                head_sha,
+                base_sha,
+            )
     return "processed" if applied else "already processed"
+
+
+def fetch_head_files(full_name: str, number: int, head_sha: str, base_sha: str, attempt: int = 0) -> str:
+    """Fetch and classify one head's files. Waiting (rate limits, outages) re-schedules the job."""
+    runtime = current()
+    repo = repository_key(full_name)
+    store = runtime.heads
+    queue = github_queue(runtime.redis) if runtime.redis is not None else None
+    if store.known(repo, number, head_sha):
+        if queue is not None:
+            fetch_done(queue, repo, number, head_sha)
+        return "already known"
+    quota = Quota(runtime.redis) if runtime.redis is not None else None
+    blocked = quota.blocked_until() if quota is not None else 0.0
+    if queue is not None and blocked > time.time():
+        enqueue_head_fetch(
+            queue, full_name, repo, number, head_sha, base_sha, at=blocked, attempt=attempt, reschedule=True
+        )
+        return "waiting for the rate limit"
+    try:
+        with runtime.github() as client:
+            outcome = fetch_and_store(
+                client, store, full_name, number, head_sha, base_sha, runtime.config.rules_for(full_name)
+            )
+    except RateLimited as exc:
+        if queue is None or quota is None:
+            raise
+        quota.block_until(exc.retry_at)
+        enqueue_head_fetch(
+            queue, full_name, repo, number, head_sha, base_sha, at=exc.retry_at, attempt=attempt, reschedule=True
+        )
+        return f"waiting for the {exc.kind} rate limit"
+    except Unavailable:
+        if queue is None or attempt + 1 >= FETCH_ATTEMPTS:
+            raise
+        # Exponential backoff with jitter: 30 s, 1 min, 2 min, ... up to an hour.
+        delay = min(3600.0, 30.0 * 2**attempt) * random.uniform(0.75, 1.25)
+        enqueue_head_fetch(
+            queue,
+            full_name,
+            repo,
+            number,
+            head_sha,
+            base_sha,
+            at=time.time() + delay,
+            attempt=attempt + 1,
+            reschedule=True,
+        )
+        return f"GitHub unavailable; trying again in {delay:.0f} s"
+    except RequestRefused as exc:
+        if exc.status not in (404, 410, 422):
+            raise
+        # The PR or commit is gone (deleted fork, force-pushed away): nothing to wait for.
+        store.store(
+            repo, number, head_sha, [], truncated=False, source=UNAVAILABLE, rules=runtime.config.rules_for(full_name)
+        )
+        outcome = f"files unavailable: {exc}"
+    if queue is not None:
+        fetch_done(queue, repo, number, head_sha)
+    return outcome

@@ -12,8 +12,10 @@ import threading
 
 from rq import Queue
 
+from tracker.derive import repository_key
+from tracker.heads import HeadStore
 from tracker.ledger import PENDING, Ledger, now_ms
-from tracker.queue import enqueue_deliveries
+from tracker.queue import enqueue_deliveries, enqueue_head_fetch, github_queue
 
 log = logging.getLogger(__name__)
 
@@ -22,12 +24,23 @@ DEFAULT_GRACE_SECONDS = 60
 
 
 def sweep(ledger: Ledger, queue: Queue, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> int:
-    """Enqueue every pending delivery received more than `grace_seconds` ago; how many."""
+    """Enqueue every pending delivery received more than `grace_seconds` ago, and ask for the files
+    of every head deliveries showed that has none yet (unless a fetch is already on its way).
+    Returns how many deliveries were re-enqueued."""
     ids = ledger.ids_with_status(PENDING, received_before=now_ms() - int(grace_seconds * 1000))
     for start in range(0, len(ids), 500):
         enqueue_deliveries(queue, ids[start : start + 500])
     if ids:
         log.info("sweep re-enqueued %d pending deliveries", len(ids))
+    fetches = github_queue(queue.connection)
+    asked = sum(
+        enqueue_head_fetch(
+            fetches, head.full_name, repository_key(head.full_name), head.number, head.head_sha, head.base_sha
+        )
+        for head in HeadStore(ledger.engine).missing()
+    )
+    if asked:
+        log.info("sweep asked for the files of %d heads", asked)
     return len(ids)
 
 

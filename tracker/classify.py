@@ -1,0 +1,157 @@
+"""Which PRs are excluded from the report, from their changed files, per SEMANTICS ("Exclusions"). Pure.
+
+A head's files get a verdict once (`classify_head`); the title and labels of the PR at the cutoff
+then decide the format rule (`classify_pull_request`), since they are versioned and the files are not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fnmatch import fnmatchcase
+from typing import Any
+
+EVIDENCE_EXAMPLES = 5
+# GitHub's files endpoint lists at most 3,000 files ("List pull requests files", OpenAPI description).
+FILES_ENDPOINT_CAP = 3000
+
+DEFAULT_CI_PATHS = (".github/", "ci/", "tools/ci/", "tests/test_utils/python_scripts/")
+DEFAULT_TEST_PATHS = ("tests/", "test/")
+DEFAULT_FORMAT_PATTERN = r"(?<![\w-])(auto-format|autoformat|formatting|format|style-only|style only)(?![\w-])"
+
+
+class Category(StrEnum):
+    SUBSTANTIVE = "substantive"
+    CI_ONLY = "ci_only"
+    TEST_ONLY = "test_only"
+    TEST_CI_ONLY = "test_ci_only"
+    FORMAT_ONLY = "format_only"
+    PENDING = "pending"
+
+
+EXCLUDED = (Category.TEST_ONLY, Category.CI_ONLY, Category.TEST_CI_ONLY, Category.FORMAT_ONLY)
+
+
+@dataclass(frozen=True)
+class ChangedFile:
+    path: str
+    status: str = "modified"
+    previous_path: str | None = None
+    additions: int = 0
+    deletions: int = 0
+    patch: str | None = None
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Path prefixes (`tests/`) or glob patterns (`*.md`, where `*` also crosses `/`), and the title
+    or label pattern that signals a formatting change."""
+
+    ci_paths: tuple[str, ...] = DEFAULT_CI_PATHS
+    test_paths: tuple[str, ...] = DEFAULT_TEST_PATHS
+    format_pattern: str = DEFAULT_FORMAT_PATTERN
+    _format: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_format", re.compile(self.format_pattern, re.IGNORECASE))
+
+    def says_formatting(self, text: str) -> bool:
+        return bool(self._format.search(text))
+
+
+def normalise(path: str) -> str:
+    while path.startswith("./"):
+        path = path[2:]
+    return path.lstrip("/")
+
+
+def matches(path: str, patterns: Sequence[str]) -> bool:
+    """Root-relative; a prefix matches the path equal to it without its `/`, or any path under it."""
+    path = normalise(path)
+    for pattern in patterns:
+        pattern = normalise(pattern)
+        if any(char in pattern for char in "*?["):
+            if fnmatchcase(path, pattern):
+                return True
+        elif path == pattern.rstrip("/") or path.startswith(pattern if pattern.endswith("/") else pattern + "/"):
+            return True
+    return False
+
+
+def whitespace_only(patch: str | None) -> bool:
+    """Added and removed lines are the same multiset once all whitespace is deleted, and at least one
+    line changed. No patch (binary, or too large for GitHub to show) is not whitespace-only."""
+    if patch is None:
+        return False
+    added: Counter[str] = Counter()
+    removed: Counter[str] = Counter()
+    for line in patch.splitlines():
+        if line.startswith("+") and not line.startswith("+++ "):
+            added["".join(line[1:].split())] += 1
+        elif line.startswith("-") and not line.startswith("--- "):
+            removed["".join(line[1:].split())] += 1
+    return bool(added or removed) and added == removed
+
+
+@dataclass(frozen=True)
+class HeadVerdict:
+    """What a head's files alone say: a path category, and whether every patch is whitespace-only."""
+
+    head_sha: str
+    category: Category  # ci_only, test_only, test_ci_only or substantive
+    whitespace_only: bool
+    evidence: dict[str, Any]
+
+
+def classify_head(head_sha: str, files: Sequence[ChangedFile], rules: Rules, truncated: bool = False) -> HeadVerdict:
+    # Renamed files count by their new path. A file under a CI path is CI even when it is also under
+    # a test path (tests/test_utils/python_scripts/ is CI).
+    ci = [f.path for f in files if matches(f.path, rules.ci_paths)]
+    ci_set = set(ci)
+    tests = [f.path for f in files if f.path not in ci_set and matches(f.path, rules.test_paths)]
+    base: dict[str, Any] = {"head_sha": head_sha, "files": len(files)}
+    if truncated:
+        base["files_truncated"] = True
+    if not files:
+        return HeadVerdict(head_sha, Category.SUBSTANTIVE, False, {**base, "rule": "no_files"})
+    if len(ci) == len(files):
+        category, rule, matching = Category.CI_ONLY, "all_files_ci", ci
+    elif len(tests) == len(files):
+        category, rule, matching = Category.TEST_ONLY, "all_files_test", tests
+    elif len(ci) + len(tests) == len(files):
+        category, rule, matching = Category.TEST_CI_ONLY, "all_files_test_or_ci", ci + tests
+    else:
+        other = [f.path for f in files if f.path not in ci_set and f.path not in set(tests)]
+        category, rule, matching = Category.SUBSTANTIVE, "code_changed", other
+    evidence = {**base, "rule": rule, "matching_files": len(matching), "examples": sorted(matching)[:EVIDENCE_EXAMPLES]}
+    return HeadVerdict(head_sha, category, all(whitespace_only(f.patch) for f in files), evidence)
+
+
+def classify_pull_request(
+    verdict: HeadVerdict | None, title: str, labels: Sequence[str], rules: Rules
+) -> tuple[Category, dict[str, Any]]:
+    """The PR's category at a cutoff: its head's verdict, plus the format rule, which needs the title
+    or a label to say formatting and every patch to be whitespace-only."""
+    if verdict is None:
+        return Category.PENDING, {"rule": "files_not_known_yet"}
+    if verdict.category is not Category.SUBSTANTIVE or verdict.evidence["rule"] == "no_files":
+        return verdict.category, verdict.evidence
+    signal = (
+        "title"
+        if rules.says_formatting(title)
+        else next((f"label:{label}" for label in labels if rules.says_formatting(label)), None)
+    )
+    if signal is not None and verdict.whitespace_only:
+        return Category.FORMAT_ONLY, {
+            **verdict.evidence,
+            "rule": "whitespace_only_with_format_signal",
+            "signal": signal,
+            "matching_files": verdict.evidence["files"],
+        }
+    if signal is not None:
+        note = "not every patch is whitespace-only"
+        return Category.SUBSTANTIVE, {**verdict.evidence, "signal": signal, "note": note}
+    return Category.SUBSTANTIVE, verdict.evidence

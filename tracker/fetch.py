@@ -1,0 +1,71 @@
+"""Fetching a head's changed files from GitHub and storing them under the head they belong to.
+
+`GET /pulls/{n}/files` answers for the PR's head *now*. A job that runs after a later push would
+get the newer files, so the listing's own head is read from its `contents_url` (`?ref=<sha>`): when
+it is the wanted head the files are stored; when the PR has moved on, the listing is stored under
+the newer head it belongs to, and the wanted head's files come from the compare endpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from tracker.classify import FILES_ENDPOINT_CAP, Rules
+from tracker.derive import repository_key
+from tracker.github import GitHubClient, Unavailable
+from tracker.heads import COMPARE, PULLS, HeadStore, changed_file
+
+# The compare endpoint lists at most 300 files (GitHub REST docs, "Compare two commits").
+COMPARE_FILES_CAP = 300
+
+
+def listing_head(listing: Sequence[dict[str, Any]]) -> str | None:
+    """The commit a files listing was made at, from its entries' `contents_url` refs."""
+    refs = set()
+    for item in listing:
+        if item.get("status") == "removed":
+            continue  # a removed file's URLs may point at the base
+        url = item.get("contents_url") or ""
+        ref = parse_qs(urlsplit(url).query).get("ref")
+        if ref:
+            refs.add(ref[0])
+    if len(refs) > 1:
+        raise Unavailable("the PR changed while its files were being listed")
+    return refs.pop() if refs else None
+
+
+def fetch_and_store(
+    client: GitHubClient,
+    store: HeadStore,
+    full_name: str,
+    number: int,
+    head_sha: str,
+    base_sha: str,
+    rules: Rules,
+) -> str:
+    repo = repository_key(full_name)
+    listing = client.pull_request_files(full_name, number)
+    observed = listing_head(listing)
+    if observed is None:  # no files, or only removed ones: ask the PR which head it is at
+        observed = str(client.pull_request(full_name, number).get("head", {}).get("sha", ""))
+    files = [changed_file(item) for item in listing]
+    truncated = len(listing) >= FILES_ENDPOINT_CAP
+    if observed == head_sha:
+        store.store(repo, number, head_sha, files, truncated=truncated, source=PULLS, rules=rules)
+        return "stored"
+    if observed:
+        store.store(repo, number, observed, files, truncated=truncated, source=PULLS, rules=rules)
+    comparison = client.compare(full_name, base_sha, head_sha)
+    compared = [changed_file(item) for item in comparison.get("files") or []]
+    store.store(
+        repo,
+        number,
+        head_sha,
+        compared,
+        truncated=len(compared) >= COMPARE_FILES_CAP,
+        source=COMPARE,
+        rules=rules,
+    )
+    return f"stored from compare (the PR is now at {observed[:12]})"

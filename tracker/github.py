@@ -1,0 +1,214 @@
+"""A small GitHub REST client: pagination, rate limits, conditional requests, transient retries.
+
+It never sleeps for a rate limit: it raises `RateLimited` with the moment GitHub allows the next
+request, and the job re-schedules itself for then (GitHub: "you should not retry your request until
+after the time specified by the `x-ratelimit-reset` header"). Connection errors, timeouts and 5xx
+answers are retried a few times with exponential backoff and jitter, then raised as `Unavailable`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+from tracker import __version__
+
+API_VERSION = "2022-11-28"
+PER_PAGE = 100
+# GitHub asks for at least a minute between retries of a secondary rate limit without retry-after.
+SECONDARY_DEFAULT_WAIT = 60.0
+
+
+class GitHubError(Exception):
+    pass
+
+
+class RateLimited(GitHubError):
+    def __init__(self, retry_at: float, kind: str) -> None:
+        super().__init__(f"GitHub {kind} rate limit: retry after {time.strftime('%H:%M:%SZ', time.gmtime(retry_at))}")
+        self.retry_at = retry_at
+        self.kind = kind
+
+
+class Unavailable(GitHubError):
+    """A timeout, a connection error or a 5xx answer, after the in-place retries."""
+
+
+class RequestRefused(GitHubError):
+    """A 4xx answer that waiting will not fix (404, 401, 422, ...)."""
+
+    def __init__(self, status: int, url: str, message: str) -> None:
+        super().__init__(f"GitHub answered {status} for {url}: {message}")
+        self.status = status
+
+
+@dataclass(frozen=True)
+class RateLimitState:
+    limit: int | None
+    remaining: int | None
+    reset: int | None
+    resource: str | None
+
+
+class ResponseCache(Protocol):
+    """ETag, next-page URL and body of the last 200 answer for a URL."""
+
+    def get(self, url: str) -> tuple[str, str | None, bytes] | None: ...
+
+    def put(self, url: str, etag: str, next_url: str | None, body: bytes) -> None: ...
+
+
+@dataclass(frozen=True)
+class Page:
+    data: Any
+    next_url: str | None
+    from_cache: bool
+
+
+class GitHubClient:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        cache: ResponseCache | None = None,
+        on_response: Callable[[RateLimitState, bool], None] | None = None,
+        timeout: float = 10.0,
+        attempts: int = 3,
+        max_backoff: float = 4.0,
+    ) -> None:
+        headers = {
+            "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": API_VERSION,
+            "User-Agent": f"monthly-activity-tracker/{__version__}",
+        }
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(headers=headers, timeout=timeout, follow_redirects=True)
+        self._cache = cache
+        self._on_response = on_response
+        self._retrying = Retrying(
+            retry=retry_if_exception_type(Unavailable),
+            stop=stop_after_attempt(attempts),
+            wait=wait_exponential_jitter(multiplier=0.25, max=max_backoff, jitter=0.25),
+            reraise=True,
+        )
+        self.requests = 0  # answered requests, 304s included
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> GitHubClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # --- endpoints ------------------------------------------------------------------------------
+
+    def pull_request(self, repo: str, number: int) -> dict[str, Any]:
+        page = self.get(f"/repos/{repo}/pulls/{number}")
+        return dict(page.data)
+
+    def pull_request_files(self, repo: str, number: int) -> list[dict[str, Any]]:
+        """Every page of `GET /repos/{repo}/pulls/{number}/files` (at most 3,000 files)."""
+        files: list[dict[str, Any]] = []
+        for page in self.pages(f"/repos/{repo}/pulls/{number}/files", {"per_page": PER_PAGE}):
+            files.extend(page)
+        return files
+
+    def compare(self, repo: str, base: str, head: str) -> dict[str, Any]:
+        page = self.get(f"/repos/{repo}/compare/{base}...{head}", {"per_page": PER_PAGE})
+        return dict(page.data)
+
+    # --- mechanics ------------------------------------------------------------------------------
+
+    def pages(self, path: str, params: dict[str, Any] | None = None) -> Iterator[list[Any]]:
+        """Follow `Link: <...>; rel="next"`, never building page URLs by hand (GitHub's advice)."""
+        page = self.get(path, params)
+        while True:
+            yield list(page.data or [])
+            if page.next_url is None:
+                return
+            page = self.get(page.next_url)
+
+    def get(self, path_or_url: str, params: dict[str, Any] | None = None) -> Page:
+        url = path_or_url if path_or_url.startswith(("http://", "https://")) else self.base_url + path_or_url
+        request = self._http.build_request("GET", url, params=params)
+        key = str(request.url)
+        cached = self._cache.get(key) if self._cache is not None else None
+        if cached is not None:
+            request.headers["If-None-Match"] = cached[0]
+        response = self._retrying(self._send, request)
+        if response.status_code == 304 and cached is not None:
+            return Page(json.loads(cached[2]), cached[1], from_cache=True)
+        data = response.json() if response.content else None
+        next_url = response.links.get("next", {}).get("url")
+        etag = response.headers.get("etag")
+        if etag and self._cache is not None:
+            self._cache.put(key, etag, next_url, response.content)
+        return Page(data, next_url, from_cache=False)
+
+    def _send(self, request: httpx.Request) -> httpx.Response:
+        try:
+            response = self._http.send(request)
+        except httpx.TransportError as exc:  # timeouts, refused and reset connections
+            raise Unavailable(f"GitHub did not answer {request.url}: {type(exc).__name__}") from exc
+        self.requests += 1
+        state = _rate_limit(response.headers)
+        if self._on_response is not None:
+            self._on_response(state, response.status_code == 304)
+        status = response.status_code
+        if status in (403, 429):
+            limited = _rate_limited(response, state)
+            if limited is not None:
+                raise limited
+        if status >= 500:
+            raise Unavailable(f"GitHub answered {status} for {request.url}")
+        if status >= 400:
+            raise RequestRefused(status, str(request.url), _message(response))
+        return response
+
+
+def _rate_limited(response: httpx.Response, state: RateLimitState) -> RateLimited | None:
+    retry_after = response.headers.get("retry-after")
+    if retry_after is not None:
+        try:
+            return RateLimited(time.time() + max(0.0, float(retry_after)), "secondary")
+        except ValueError:
+            pass
+    if state.remaining == 0 and state.reset is not None:
+        return RateLimited(float(state.reset) + 1.0, "primary")
+    if "rate limit" in _message(response).lower():
+        return RateLimited(time.time() + SECONDARY_DEFAULT_WAIT, "secondary")
+    return None
+
+
+def _rate_limit(headers: httpx.Headers) -> RateLimitState:
+    def number(name: str) -> int | None:
+        value = headers.get(name)
+        try:
+            return int(value) if value is not None else None
+        except ValueError:
+            return None
+
+    return RateLimitState(
+        limit=number("x-ratelimit-limit"),
+        remaining=number("x-ratelimit-remaining"),
+        reset=number("x-ratelimit-reset"),
+        resource=headers.get("x-ratelimit-resource"),
+    )
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        return str(response.json().get("message", ""))[:300]
+    except (ValueError, AttributeError):
+        return response.text[:300]

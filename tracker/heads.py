@@ -1,0 +1,191 @@
+"""Changed files per PR head (fetched from GitHub once) and their verdicts under the repository's rules."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, select, update
+
+from tracker.classify import Category, ChangedFile, HeadVerdict, Rules, classify_head
+from tracker.database import insert_ignoring_duplicates
+from tracker.ledger import now_ms
+from tracker.schema import head_files, head_verdicts, heads, http_cache, month_activity, months, wanted_heads
+
+PULLS, COMPARE, UNAVAILABLE = "pulls", "compare", "unavailable"
+
+
+@dataclass(frozen=True)
+class WantedHead:
+    full_name: str
+    number: int
+    head_sha: str
+    base_sha: str
+
+
+def changed_file(item: dict[str, Any]) -> ChangedFile:
+    """One entry of GitHub's files (or compare) listing."""
+    return ChangedFile(
+        path=str(item.get("filename", "")),
+        status=str(item.get("status", "modified")),
+        previous_path=item.get("previous_filename"),
+        additions=int(item.get("additions") or 0),
+        deletions=int(item.get("deletions") or 0),
+        patch=item.get("patch"),
+    )
+
+
+class HeadStore:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def known(self, repo: str, number: int, head_sha: str) -> bool:
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            return (
+                conn.execute(
+                    select(heads.c.head_sha).where(
+                        heads.c.repo == repo, heads.c.number == number, heads.c.head_sha == head_sha
+                    )
+                ).first()
+                is not None
+            )
+
+    def store(
+        self,
+        repo: str,
+        number: int,
+        head_sha: str,
+        files: Sequence[ChangedFile],
+        *,
+        truncated: bool,
+        source: str,
+        rules: Rules,
+    ) -> bool:
+        """Keep a head's files and its verdict; False if the head was already stored."""
+        with self.engine.begin() as conn:
+            row = {
+                "repo": repo,
+                "number": number,
+                "head_sha": head_sha,
+                "file_count": len(files),
+                "truncated": truncated,
+                "source": source,
+                "fetched_at": now_ms(),
+            }
+            if not insert_ignoring_duplicates(conn, heads, [row]):
+                return False
+            if files:
+                conn.execute(
+                    head_files.insert(),
+                    [
+                        {
+                            "repo": repo,
+                            "number": number,
+                            "head_sha": head_sha,
+                            "position": position,
+                            "path": f.path,
+                            "status": f.status,
+                            "previous_path": f.previous_path,
+                            "additions": f.additions,
+                            "deletions": f.deletions,
+                            "patch": f.patch,
+                        }
+                        for position, f in enumerate(files)
+                    ],
+                )
+            if source != UNAVAILABLE:
+                write_verdicts(conn, repo, number, [classify_head(head_sha, files, rules, truncated)])
+            _bump_months_of(conn, repo, number)
+        return True
+
+    def missing(self, limit: int = 1000) -> list[WantedHead]:
+        """Heads that deliveries showed and whose files are not stored (for the sweep)."""
+        query = (
+            select(wanted_heads)
+            .outerjoin(
+                heads,
+                and_(
+                    heads.c.repo == wanted_heads.c.repo,
+                    heads.c.number == wanted_heads.c.number,
+                    heads.c.head_sha == wanted_heads.c.head_sha,
+                ),
+            )
+            .where(heads.c.head_sha.is_(None))
+            .order_by(wanted_heads.c.repo, wanted_heads.c.number, wanted_heads.c.head_sha)
+            .limit(limit)
+        )
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            return [WantedHead(r.full_name, r.number, r.head_sha, r.base_sha) for r in conn.execute(query)]
+
+    def stored(self) -> Iterator[tuple[str, int, str, bool, list[ChangedFile]]]:
+        """Every stored head with its files (for rebuilds), one head at a time."""
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            keys = conn.execute(
+                select(heads.c.repo, heads.c.number, heads.c.head_sha, heads.c.truncated)
+                .where(heads.c.source != UNAVAILABLE)
+                .order_by(heads.c.repo, heads.c.number, heads.c.head_sha)
+            ).all()
+        for repo, number, head_sha, truncated in keys:
+            with self.engine.connect().execution_options(read_only=True) as conn:
+                rows = conn.execute(
+                    select(head_files)
+                    .where(head_files.c.repo == repo, head_files.c.number == number, head_files.c.head_sha == head_sha)
+                    .order_by(head_files.c.position)
+                ).all()
+            files = [ChangedFile(r.path, r.status, r.previous_path, r.additions, r.deletions, r.patch) for r in rows]
+            yield repo, number, head_sha, bool(truncated), files
+
+
+def write_verdicts(conn: Connection, repo: str, number: int, verdicts: Sequence[HeadVerdict]) -> None:
+    insert_ignoring_duplicates(
+        conn,
+        head_verdicts,
+        [
+            {
+                "repo": repo,
+                "number": number,
+                "head_sha": v.head_sha,
+                "category": v.category.value,
+                "whitespace_only": v.whitespace_only,
+                "evidence": json.dumps(v.evidence, sort_keys=True),
+            }
+            for v in verdicts
+        ],
+    )
+
+
+def verdict_from_row(row: Any) -> HeadVerdict:
+    return HeadVerdict(
+        head_sha=row.head_sha,
+        category=Category(row.category),
+        whitespace_only=bool(row.whitespace_only),
+        evidence=json.loads(row.evidence),
+    )
+
+
+def _bump_months_of(conn: Connection, repo: str, number: int) -> None:
+    """The PR's months now read a new verdict."""
+    active = select(month_activity.c.month).where(month_activity.c.repo == repo, month_activity.c.number == number)
+    conn.execute(
+        update(months).where(months.c.repo == repo, months.c.month.in_(active)).values(version=months.c.version + 1)
+    )
+
+
+class SqlResponseCache:
+    """GitHub ETags and bodies in the ledger database, for conditional requests."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def get(self, url: str) -> tuple[str, str | None, bytes] | None:
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            row = conn.execute(select(http_cache).where(http_cache.c.url == url[:1000])).first()
+        return (row.etag, row.next_url, bytes(row.body)) if row is not None else None
+
+    def put(self, url: str, etag: str, next_url: str | None, body: bytes) -> None:
+        with self.engine.begin() as conn:
+            values = {"etag": etag, "next_url": next_url, "body": body}
+            if not insert_ignoring_duplicates(conn, http_cache, [{"url": url[:1000], **values}]):
+                conn.execute(update(http_cache).where(http_cache.c.url == url[:1000]).values(**values))

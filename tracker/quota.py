@@ -1,0 +1,68 @@
+"""What the GitHub client has seen of its quota, shared through Redis by every worker."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from redis import Redis
+
+from tracker.github import RateLimitState
+
+_RATE = "tracker:github:rate"
+_COUNTS = "tracker:github:requests"
+_BLOCKED = "tracker:github:blocked_until"
+
+
+class Quota:
+    def __init__(self, connection: Redis) -> None:
+        self.redis = connection
+
+    def record(self, state: RateLimitState, not_modified: bool) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        fields: dict[str | bytes, str | int] = {
+            name: value
+            for name, value in (
+                ("limit", state.limit),
+                ("remaining", state.remaining),
+                ("reset", state.reset),
+                ("resource", state.resource),
+            )
+            if value is not None
+        }
+        if fields:
+            fields["seen_at"] = int(time.time())
+            pipe.hset(_RATE, mapping=fields)  # type: ignore[arg-type]
+        pipe.hincrby(_COUNTS, "not_modified" if not_modified else "answered", 1)
+        pipe.execute()
+
+    def block_until(self, moment: float) -> None:
+        """Nobody calls GitHub before `moment` (a rate limit was hit)."""
+        current = self.blocked_until()
+        if moment > current:
+            self.redis.set(_BLOCKED, str(moment), exat=int(moment) + 1)
+
+    def blocked_until(self) -> float:
+        value = self.redis.get(_BLOCKED)
+        return float(value) if value else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        rate = {_text(k): _text(v) for k, v in self.redis.hgetall(_RATE).items()}
+        counts = {_text(k): int(v) for k, v in self.redis.hgetall(_COUNTS).items()}
+        reset = int(rate["reset"]) if "reset" in rate else None
+        blocked = self.blocked_until()
+        return {
+            "limit": int(rate["limit"]) if "limit" in rate else None,
+            "remaining": int(rate["remaining"]) if "remaining" in rate else None,
+            "reset": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(reset)) if reset else None,
+            "resource": rate.get("resource"),
+            "requests": counts.get("answered", 0) + counts.get("not_modified", 0),
+            "not_modified": counts.get("not_modified", 0),
+            "blocked_until": (
+                time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(blocked)) if blocked > time.time() else None
+            ),
+        }
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
