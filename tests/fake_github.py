@@ -81,6 +81,7 @@ class FakeGitHub:
             self.pulls: dict[tuple[str, int], PullRequestFiles] = {}
             self.scripts: list[tuple[re.Pattern[str], Scripted]] = []
             self.requests: list[str] = []
+            self.last_headers: dict[str, str] = {}
             self.remaining = 4999
             self.auto_register = True
 
@@ -121,6 +122,7 @@ class FakeGitHub:
         path = request.path
         with self._lock:
             self.requests.append(request.full_path.rstrip("?"))
+            self.last_headers = dict(request.headers)
             script = next((s for s in self.scripts if s[0].search(path)), None)
             if script is not None:
                 self.scripts.remove(script)

@@ -20,7 +20,7 @@ FILES_ENDPOINT_CAP = 3000
 
 DEFAULT_CI_PATHS = (".github/", "ci/", "tools/ci/", "tests/test_utils/python_scripts/")
 DEFAULT_TEST_PATHS = ("tests/", "test/")
-DEFAULT_FORMAT_PATTERN = r"(?<![\w-])(auto-format|autoformat|formatting|format|style-only|style only)(?![\w-])"
+DEFAULT_FORMAT_PATTERN = r"\b(auto-format|autoformat|formatting|format|style-only|style only)\b"
 
 
 class Category(StrEnum):
@@ -88,10 +88,17 @@ def whitespace_only(patch: str | None) -> bool:
         return False
     added: Counter[str] = Counter()
     removed: Counter[str] = Counter()
-    for line in patch.splitlines():
-        if line.startswith("+") and not line.startswith("+++ "):
+    in_hunk = False
+    # Diff lines end at "\n" only (str.splitlines would also split at form feeds and the like), and
+    # "---"/"+++" are file headers only before the first hunk (GitHub's patches have none).
+    for line in patch.split("\n"):
+        if line.startswith("@@"):
+            in_hunk = True
+        elif not in_hunk:
+            continue
+        elif line.startswith("+"):
             added["".join(line[1:].split())] += 1
-        elif line.startswith("-") and not line.startswith("--- "):
+        elif line.startswith("-"):
             removed["".join(line[1:].split())] += 1
     return bool(added or removed) and added == removed
 
@@ -126,7 +133,14 @@ def classify_head(head_sha: str, files: Sequence[ChangedFile], rules: Rules, tru
     else:
         other = [f.path for f in files if f.path not in ci_set and f.path not in set(tests)]
         category, rule, matching = Category.SUBSTANTIVE, "code_changed", other
-    evidence = {**base, "rule": rule, "matching_files": len(matching), "examples": sorted(matching)[:EVIDENCE_EXAMPLES]}
+    evidence = {
+        **base,
+        "rule": rule,
+        "matching_files": len(matching),
+        "examples": sorted(matching)[:EVIDENCE_EXAMPLES],
+    }
+    if category is Category.SUBSTANTIVE:  # the format rule, if it applies, names every file
+        evidence["all_examples"] = sorted(f.path for f in files)[:EVIDENCE_EXAMPLES]
     return HeadVerdict(head_sha, category, all(whitespace_only(f.patch) for f in files), evidence)
 
 
@@ -144,14 +158,16 @@ def classify_pull_request(
         if rules.says_formatting(title)
         else next((f"label:{label}" for label in labels if rules.says_formatting(label)), None)
     )
+    evidence = {k: v for k, v in verdict.evidence.items() if k != "all_examples"}
     if signal is not None and verdict.whitespace_only:
         return Category.FORMAT_ONLY, {
-            **verdict.evidence,
+            **evidence,
             "rule": "whitespace_only_with_format_signal",
             "signal": signal,
             "matching_files": verdict.evidence["files"],
+            "examples": verdict.evidence.get("all_examples", verdict.evidence.get("examples", [])),
         }
     if signal is not None:
         note = "not every patch is whitespace-only"
-        return Category.SUBSTANTIVE, {**verdict.evidence, "signal": signal, "note": note}
-    return Category.SUBSTANTIVE, verdict.evidence
+        return Category.SUBSTANTIVE, {**evidence, "signal": signal, "note": note}
+    return Category.SUBSTANTIVE, evidence

@@ -90,7 +90,7 @@ def fetch_head_files(full_name: str, number: int, head_sha: str, base_sha: str, 
         if queue is None or attempt + 1 >= FETCH_ATTEMPTS:
             raise
         # Exponential backoff with jitter: 30 s, 1 min, 2 min, ... up to an hour.
-        delay = min(3600.0, 30.0 * 2**attempt) * random.uniform(0.75, 1.25)
+        delay = min(3600.0, runtime.github_backoff * 2**attempt) * random.uniform(0.75, 1.25)
         enqueue_head_fetch(
             queue,
             full_name,

@@ -28,6 +28,8 @@ class Runtime:
     github_api_url: str = "https://api.github.com"
     github_token: str | None = field(default=None, repr=False)
     redis: Redis | None = None  # for enqueueing fetches and sharing quota; absent in pure tests
+    github_timeout: float = 10.0
+    github_backoff: float = 30.0  # first wait after a GitHub outage; doubles with each attempt
 
     @classmethod
     def from_settings(cls, settings: Settings, redis: Redis | None = None) -> Runtime:
@@ -52,6 +54,7 @@ class Runtime:
             self.github_token,
             cache=SqlResponseCache(self.state.engine),
             on_response=quota.record if quota is not None else None,
+            timeout=self.github_timeout,
         )
 
 

@@ -1,0 +1,145 @@
+"""The GitHub client against the local fake GitHub (GitHub's own example responses)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.fake_github import FakeGitHub, Scripted
+from tracker.github import GitHubClient, RateLimited, RequestRefused, Unavailable
+
+REPO = "NVIDIA/Megatron-LM"
+
+
+class MemoryCache:
+    def __init__(self) -> None:
+        self.entries: dict[str, tuple[str, str | None, bytes]] = {}
+
+    def get(self, url: str) -> tuple[str, str | None, bytes] | None:
+        return self.entries.get(url)
+
+    def put(self, url: str, etag: str, next_url: str | None, body: bytes) -> None:
+        self.entries[url] = (etag, next_url, body)
+
+
+@pytest.fixture
+def fake(github_server: FakeGitHub) -> FakeGitHub:
+    github_server.reset()
+    return github_server
+
+
+def client_for(fake: FakeGitHub, **options: Any) -> GitHubClient:
+    options.setdefault("max_backoff", 0.05)
+    return GitHubClient(fake.url, "secret-token-123", **options)
+
+
+def test_every_page_is_followed_through_link_headers(fake: FakeGitHub) -> None:
+    fake.set_files(REPO, 7, "a" * 40, [f"megatron/core/file_{i}.py" for i in range(250)])
+    with client_for(fake) as client:
+        files = client.pull_request_files(REPO, 7)
+    assert [f["filename"] for f in files] == [f"megatron/core/file_{i}.py" for i in range(250)]
+    assert fake.count(r"/pulls/7/files") == 3
+    assert fake.requests[1].endswith("page=2")  # the URL from the Link header, not built by hand
+
+
+def test_the_requests_carry_githubs_headers(fake: FakeGitHub) -> None:
+    fake.set_files(REPO, 7, "a" * 40, ["a.py"])
+    with client_for(fake) as client:
+        client.pull_request_files(REPO, 7)
+    headers = {k.lower(): v for k, v in fake.last_headers.items()}
+    assert headers["accept"] == "application/vnd.github+json"
+    assert headers["x-github-api-version"] == "2022-11-28"
+    assert headers["user-agent"].startswith("monthly-activity-tracker/")
+    assert headers["authorization"] == "Bearer secret-token-123"
+
+
+def test_unchanged_answers_come_from_the_cache_with_a_304(fake: FakeGitHub) -> None:
+    fake.set_files(REPO, 7, "a" * 40, [f"f{i}.py" for i in range(150)])
+    cache = MemoryCache()
+    seen: list[bool] = []
+    with client_for(fake, cache=cache, on_response=lambda state, not_modified: seen.append(not_modified)) as client:
+        first = client.pull_request_files(REPO, 7)
+        remaining = fake.remaining
+        second = client.pull_request_files(REPO, 7)
+    assert first == second
+    assert seen == [False, False, True, True]
+    assert fake.remaining == remaining  # a 304 costs no quota
+
+
+def test_a_primary_rate_limit_says_when_to_come_back(fake: FakeGitHub) -> None:
+    reset = int(time.time()) + 120
+    fake.script(
+        r"/files",
+        Scripted(403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)}, {"message": "API rate limit"}),
+    )
+    fake.set_files(REPO, 7, "a" * 40, ["a.py"])
+    with client_for(fake) as client, pytest.raises(RateLimited) as raised:
+        client.pull_request_files(REPO, 7)
+    assert raised.value.kind == "primary"
+    assert raised.value.retry_at == reset + 1
+    assert fake.count(r"/files") == 1  # not retried while limited
+
+
+def test_a_secondary_rate_limit_honours_retry_after(fake: FakeGitHub) -> None:
+    fake.script(r"/files", Scripted(429, {"retry-after": "7"}, {"message": "secondary rate limit"}))
+    fake.set_files(REPO, 7, "a" * 40, ["a.py"])
+    with client_for(fake) as client, pytest.raises(RateLimited) as raised:
+        client.pull_request_files(REPO, 7)
+    assert raised.value.kind == "secondary"
+    assert 6 <= raised.value.retry_at - time.time() <= 8
+
+
+def test_a_secondary_rate_limit_without_headers_waits_a_minute(fake: FakeGitHub) -> None:
+    fake.script(r"/files", Scripted(403, {}, {"message": "You have exceeded a secondary rate limit"}))
+    fake.set_files(REPO, 7, "a" * 40, ["a.py"])
+    with client_for(fake) as client, pytest.raises(RateLimited) as raised:
+        client.pull_request_files(REPO, 7)
+    assert 59 <= raised.value.retry_at - time.time() <= 61
+
+
+def test_5xx_answers_are_retried_with_backoff(fake: FakeGitHub) -> None:
+    fake.script(r"/files", Scripted(502), Scripted(503))
+    fake.set_files(REPO, 7, "a" * 40, ["a.py"])
+    with client_for(fake) as client:
+        assert [f["filename"] for f in client.pull_request_files(REPO, 7)] == ["a.py"]
+    assert fake.count(r"/files") == 3
+
+
+def test_persistent_5xx_is_unavailable(fake: FakeGitHub) -> None:
+    fake.script(r"/files", Scripted(502), Scripted(502), Scripted(502))
+    fake.set_files(REPO, 7, "a" * 40, ["a.py"])
+    with client_for(fake) as client, pytest.raises(Unavailable):
+        client.pull_request_files(REPO, 7)
+
+
+def test_timeouts_are_retried_then_unavailable(fake: FakeGitHub) -> None:
+    fake.set_files(REPO, 7, "a" * 40, ["a.py"])
+    fake.script(r"/files", Scripted(0, delay=0.6))
+    with client_for(fake, timeout=0.2) as client:
+        assert len(client.pull_request_files(REPO, 7)) == 1  # the second try answers in time
+    fake.script(r"/files", *(Scripted(0, delay=0.6) for _ in range(3)))
+    with client_for(fake, timeout=0.2) as client, pytest.raises(Unavailable, match="ReadTimeout"):
+        client.pull_request_files(REPO, 7)
+
+
+def test_connection_refused_is_unavailable() -> None:
+    with GitHubClient("http://127.0.0.1:1", max_backoff=0.01) as client, pytest.raises(Unavailable):
+        client.pull_request_files(REPO, 7)
+
+
+def test_a_missing_pr_is_refused_without_the_token_in_the_message(fake: FakeGitHub) -> None:
+    with client_for(fake) as client, pytest.raises(RequestRefused) as raised:
+        client.pull_request_files(REPO, 404)
+    assert raised.value.status == 404
+    assert "secret-token-123" not in str(raised.value)
+
+
+def test_compare_and_pull_request(fake: FakeGitHub) -> None:
+    fake.set_files(REPO, 7, "a" * 40, ["tests/a.py"])
+    fake.set_files(REPO, 7, "b" * 40, ["megatron/b.py"])
+    with client_for(fake) as client:
+        assert client.pull_request(REPO, 7)["head"]["sha"] == "b" * 40
+        compared = client.compare(REPO, "c" * 40, "a" * 40)
+    assert [f["filename"] for f in compared["files"]] == ["tests/a.py"]
