@@ -9,7 +9,7 @@ repositories:
     classification:
       ci_paths: [".github/", "ci/", "tools/ci/", "tests/test_utils/python_scripts/"]
       test_paths: ["tests/", "test/", "*/golden_values*.json"]
-      format_pattern: '(?<![\w-])(auto-format|formatting|format)(?![\w-])'
+      format_pattern: '\b(auto-format|formatting|format)\b'
 ```
 """
 
