@@ -14,10 +14,22 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rq import Queue
 
 from tracker.settings import Settings, SettingsError, load_settings
 
 log = logging.getLogger("tracker")
+
+
+def _queue(settings: Settings) -> Queue:
+    """The delivery queue on the configured (or running embedded) Redis."""
+    from tracker.embedded_redis import redis_url
+    from tracker.queue import connect_redis, delivery_queue
+
+    try:
+        return delivery_queue(connect_redis(redis_url(settings)))
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 def _settings() -> Settings:
@@ -77,19 +89,15 @@ def worker(burst: bool) -> None:
     """Process deliveries from the queue (RQ)."""
     from rq import SimpleWorker
 
-    from tracker.embedded_redis import redis_url
-    from tracker.queue import connect_redis, delivery_queue, github_queue
+    from tracker.queue import github_queue
     from workers import runtime
     from workers.sweep import sweep
 
     settings = _settings()
-    try:
-        connection = connect_redis(redis_url(settings))
-    except SettingsError as exc:
-        raise click.ClickException(str(exc)) from exc
+    queue = _queue(settings)
+    connection = queue.connection
     rt = runtime.Runtime.from_settings(settings, redis=connection)
     runtime.install(rt)
-    queue = delivery_queue(connection)
     sweep(rt.ledger, queue, grace_seconds=0)
     # SimpleWorker runs jobs in this process: jobs are short and idempotent, and forking a work horse
     # per job costs about 14 ms of CPU against 3 ms (MEASURED.md). Deliveries come first; GitHub
@@ -104,16 +112,11 @@ def sweep_command(every: float, grace: float) -> None:
     """Re-enqueue accepted deliveries that were never processed."""
     import signal
 
-    from tracker.embedded_redis import redis_url
-    from tracker.queue import connect_redis, delivery_queue
     from workers.runtime import Runtime
     from workers.sweep import sweep, sweep_forever
 
     settings = _settings()
-    try:
-        queue = delivery_queue(connect_redis(redis_url(settings)))
-    except SettingsError as exc:
-        raise click.ClickException(str(exc)) from exc
+    queue = _queue(settings)
     ledger = Runtime.from_settings(settings).ledger
     if every <= 0:
         click.echo(f"re-enqueued {sweep(ledger, queue, grace)} deliveries")
@@ -162,15 +165,11 @@ def rebuild() -> None:
 @main.command("retry-failed")
 def retry_failed() -> None:
     """Put every failed delivery back on the queue."""
-    from tracker.embedded_redis import redis_url
-    from tracker.queue import connect_redis, delivery_queue, enqueue_deliveries
+    from tracker.queue import enqueue_deliveries
     from workers.runtime import Runtime
 
     settings = _settings()
-    try:
-        queue = delivery_queue(connect_redis(redis_url(settings)))
-    except SettingsError as exc:
-        raise click.ClickException(str(exc)) from exc
+    queue = _queue(settings)
     ledger = Runtime.from_settings(settings).ledger
     ids = ledger.reset_failed()
     enqueue_deliveries(queue, ids)

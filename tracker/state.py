@@ -10,6 +10,7 @@ import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, func, or_, select, update
 
@@ -135,37 +136,18 @@ def _version_candidates(conn: Connection, repo: str, month: str, end: int) -> di
         month_activity.c.number == pr_versions.c.number,
         month_activity.c.month == month,
     )
-    ranked_before = (
-        select(
-            pr_versions,
-            func.row_number()
-            .over(
-                partition_by=pr_versions.c.number,
-                order_by=(pr_versions.c.at.desc(), pr_versions.c.delivery_id.desc()),
-            )
-            .label("rank"),
-        )
-        .join(month_activity, joined)
-        .where(pr_versions.c.repo == repo, pr_versions.c.at < end)
-        .subquery()
-    )
-    ranked_after = (
-        select(
-            pr_versions,
-            func.row_number()
-            .over(
-                partition_by=pr_versions.c.number,
-                order_by=(pr_versions.c.at.asc(), pr_versions.c.delivery_id.asc()),
-            )
-            .label("rank"),
-        )
-        .join(month_activity, joined)
-        .where(pr_versions.c.repo == repo, pr_versions.c.at >= end)
-        .subquery()
-    )
+
+    def first_ranked(side: Any, *order: Any) -> Any:
+        rank = func.row_number().over(partition_by=pr_versions.c.number, order_by=order).label("rank")
+        ranked = select(pr_versions, rank).join(month_activity, joined).where(pr_versions.c.repo == repo, side)
+        subquery = ranked.subquery()
+        return select(subquery).where(subquery.c.rank == 1)
+
+    latest_before = first_ranked(pr_versions.c.at < end, pr_versions.c.at.desc(), pr_versions.c.delivery_id.desc())
+    earliest_after = first_ranked(pr_versions.c.at >= end, pr_versions.c.at.asc(), pr_versions.c.delivery_id.asc())
     found: dict[int, list[AttributeVersion]] = defaultdict(list)
-    for ranked in (ranked_before, ranked_after):
-        for row in conn.execute(select(ranked).where(ranked.c.rank == 1)):
+    for query in (latest_before, earliest_after):
+        for row in conn.execute(query):
             found[row.number].append(
                 AttributeVersion(
                     at=row.at,
