@@ -127,15 +127,22 @@ def replay_month(count: int, seed: int) -> None:
             elapsed = time.perf_counter() - started
             files_requests = github.count(r"/pulls/\d+/files")
             other = len(github.requests) - files_requests
-            print(f"replayed month: {len(stories)} PRs, {deliveries} deliveries, {heads} new heads, "
-                  f"actions {dict(sorted(actions.items()))}, {elapsed:.1f} s")
-            print(f"GitHub requests: {len(github.requests)} in all = {len(github.requests) / deliveries:.3f} per delivery")
-            print(f"files requests: {files_requests} for {heads} new heads needing {pages_needed} pages "
-                  f"= {files_requests / pages_needed:.2f} x ideal (target 1.00)")
+            print(
+                f"replayed month: {len(stories)} PRs, {deliveries} deliveries, {heads} new heads, "
+                f"actions {dict(sorted(actions.items()))}, {elapsed:.1f} s"
+            )
+            print(
+                f"GitHub requests: {len(github.requests)} in all = {len(github.requests) / deliveries:.3f} per delivery"
+            )
+            print(
+                f"files requests: {files_requests} for {heads} new heads needing {pages_needed} pages "
+                f"= {files_requests / pages_needed:.2f} x ideal (target 1.00)"
+            )
             print(f"requests other than files pages (head checks, compare): {other}")
             with app.app_context():
                 pending = sum(
-                    1 for head in __import__("tracker.heads", fromlist=["HeadStore"]).HeadStore(s.state.engine).missing()
+                    1
+                    for head in __import__("tracker.heads", fromlist=["HeadStore"]).HeadStore(s.state.engine).missing()
                 )
             print(f"heads still without files: {pending} (target 0)")
         finally:
@@ -145,7 +152,7 @@ def replay_month(count: int, seed: int) -> None:
 
 
 def patch_for(added: int, deleted: int) -> str:
-    lines = ["@@ -1,{0} +1,{1} @@".format(max(deleted, 1), max(added, 1))]
+    lines = [f"@@ -1,{max(deleted, 1)} +1,{max(added, 1)} @@"]
     lines += [f"-    old_line_{i} = compute({i})" for i in range(min(deleted, 400))]
     lines += [f"+    new_line_{i} = compute({i}, flag=True)" for i in range(min(added, 400))]
     return "\n".join(lines)
@@ -157,8 +164,14 @@ def classification_cost(top: int) -> None:
     ratios, per_pr, per_file = [], [], []
     for pr in prs:
         files = [
-            ChangedFile(f["path"], "modified", f.get("old_path"), f["added"] or 0, f["deleted"] or 0,
-                        patch_for(f["added"] or 0, f["deleted"] or 0))
+            ChangedFile(
+                f["path"],
+                "modified",
+                f.get("old_path"),
+                f["added"] or 0,
+                f["deleted"] or 0,
+                patch_for(f["added"] or 0, f["deleted"] or 0),
+            )
             for f in pr["files"]
         ]
         listing = json.dumps([{"filename": f.path, "patch": f.patch, "additions": f.additions} for f in files])
@@ -167,9 +180,11 @@ def classification_cost(top: int) -> None:
         per_pr.append(classify)
         per_file.append(classify / len(files))
         ratios.append(classify / read)
-    print(f"classify_head on the {top} largest real PRs ({prs[-1]['files_changed']}-{prs[0]['files_changed']} files): "
-          f"median {statistics.median(per_pr) * 1000:.2f} ms per PR, {statistics.median(per_file) * 1e6:.1f} µs per file, "
-          f"{statistics.median(ratios):.2f} x json.loads of the same listing")
+    print(
+        f"classify_head on the {top} largest real PRs ({prs[-1]['files_changed']}-{prs[0]['files_changed']} files): "
+        f"median {statistics.median(per_pr) * 1000:.2f} ms per PR, {statistics.median(per_file) * 1e6:.1f} µs per file, "
+        f"{statistics.median(ratios):.2f} x json.loads of the same listing"
+    )
 
 
 def _timed(function) -> float:  # type: ignore[no-untyped-def]

@@ -20,7 +20,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tracker.classify import DEFAULT_CI_PATHS, DEFAULT_FORMAT_PATTERN, DEFAULT_TEST_PATHS, Rules
 from tracker.settings import Settings, SettingsError
@@ -46,11 +46,40 @@ class ClassificationConfig(BaseModel):
         return value
 
 
+class HighlightConfig(BaseModel):
+    """A sub-area of a theme: one bullet of the report."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    en: str
+    zh: str
+    paths: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+    keywords: tuple[str, ...] = ()
+
+
+class ThemeConfig(BaseModel):
+    """A technical area of the repository, named in English and Chinese. A change belongs to the
+    theme whose paths (glob patterns), labels or title keywords match it best."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    en: str
+    zh: str
+    paths: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+    keywords: tuple[str, ...] = ()
+    highlights: tuple[HighlightConfig, ...] = ()
+
+
 class RepositoryConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     timezone: str | None = None
     classification: ClassificationConfig | None = None
+    themes: tuple[ThemeConfig, ...] | None = None
 
     @field_validator("timezone")
     @classmethod
@@ -80,6 +109,11 @@ class TrackerConfig(BaseModel):
 
     def timezone_for(self, full_name: str) -> str:
         return self.for_repo(full_name).timezone or self.defaults.timezone or self.fallback_timezone
+
+    def themes_for(self, full_name: str) -> tuple[ThemeConfig, ...]:
+        """The repository's taxonomy, else the default one, else none (themes come from the code layout)."""
+        own = self.for_repo(full_name).themes
+        return own if own is not None else (self.defaults.themes or ())
 
     def rules_for(self, full_name: str) -> Rules:
         """The repository's exclusion rules: its own settings, then `defaults`, then the published ones."""
