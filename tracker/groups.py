@@ -20,7 +20,9 @@ from dataclasses import dataclass
 
 _TAG = re.compile(r"\[[^\[\]]{1,40}\]")
 _CP_PREFIX = re.compile(r"^\s*(cp|cherry[- ]?pick|backport|port)\s*[:\-]\s*", re.IGNORECASE)
-_PR_REFERENCE = re.compile(r"\(\s*(?:(?:cherry[- ]?pick(?:ed)?|cp|backport|port)(?:\s+of)?\s*)?#\d+\s*\)", re.IGNORECASE)
+_PR_REFERENCE = re.compile(
+    r"\(\s*(?:(?:cherry[- ]?pick(?:ed)?|cp|backport|port)(?:\s+of)?\s*)?#\d+\s*\)", re.IGNORECASE
+)
 _INTO_BRANCH = re.compile(r"\s+into\s+`?[\w./-]+`?\s*$", re.IGNORECASE)
 _CUED_REFERENCE = re.compile(
     r"\b(?:cherry[- ]?pick(?:ed)?(?:\s+(?:of|from))?|cp|back[- ]?port(?:ed)?(?:\s+of)?|port(?:ed)?(?:\s+(?:of|from))?"
