@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,13 @@ def settings(tmp_path: Path, database_url: str, redis_url: str, github: Any) -> 
 
 @pytest.fixture
 def app(settings: Settings) -> Iterator[Flask]:
+    with running_app(settings) as app:
+        yield app
+
+
+@contextmanager
+def running_app(settings: Settings) -> Iterator[Flask]:
+    """The app, with the worker runtime installed for jobs run in this process."""
     app = create_app(settings)
     app.config["TESTING"] = True
     with app.app_context():

@@ -12,9 +12,11 @@ from sqlalchemy import text
 from tracker.app import services
 from tracker.heads import HeadStore
 from tracker.ledger import FAILED
-from tracker.months import UnknownRepository, load_snapshot, snapshot_json
+from tracker.months import UnknownRepository
 from tracker.queue import enqueue_deliveries, github_queue, queue_counts, waiting_on_github
 from tracker.quota import Quota
+from tracker.render import FORMATS, UnknownLanguage, language
+from tracker.reports import rendered, resolve
 from tracker.window import WindowError
 
 blueprint = Blueprint("api", __name__)
@@ -23,14 +25,40 @@ log = logging.getLogger(__name__)
 
 @blueprint.get("/api/v1/repos/<owner>/<repo>/months/<month>")
 def month_snapshot(owner: str, repo: str, month: str) -> Any:
+    """The JSON snapshot (the same document as /reports/<owner>/<repo>/<month>.json)."""
+    return _report(owner, repo, month, "json", "en")
+
+
+_MEDIA_TYPES = {
+    "md": "text/markdown; charset=utf-8",
+    "html": "text/html; charset=utf-8",
+    "json": "application/json",
+}
+
+
+@blueprint.get("/reports/<owner>/<repo>/<name>")
+def report(owner: str, repo: str, name: str) -> Any:
+    """`<YYYY-MM|current>.<md|html|json>?cutoff=YYYY-MM-DD&lang=en|zh-CN`."""
+    month, _, fmt = name.rpartition(".")
+    if fmt not in FORMATS or not month:
+        return {"error": f"{name!r}: ask for <YYYY-MM or current>.md, .html or .json"}, 404
+    try:
+        lang = language(request.args.get("lang"))
+    except UnknownLanguage as exc:
+        return {"error": str(exc)}, 400
+    return _report(owner, repo, month, fmt, lang)
+
+
+def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
     app = services()
     try:
-        snapshot = load_snapshot(app.state, app.config, f"{owner}/{repo}", month, request.args.get("cutoff"))
+        wanted = resolve(app.state, app.config, f"{owner}/{repo}", month, request.args.get("cutoff"))
     except UnknownRepository as exc:
         return {"error": str(exc)}, 404
     except WindowError as exc:
         return {"error": str(exc)}, 400
-    return Response(snapshot_json(snapshot), mimetype="application/json")
+    text = rendered(app.state, app.config, wanted, fmt, lang, cache=app.redis)
+    return Response(text, content_type=_MEDIA_TYPES[fmt])
 
 
 @blueprint.get("/api/v1/repos")

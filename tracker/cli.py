@@ -176,21 +176,40 @@ def retry_failed() -> None:
     click.echo(f"re-enqueued {len(ids)} failed deliveries")
 
 
+@main.command("render")
+@click.option("--repo", required=True, help="owner/name")
+@click.option("--month", required=True, help="YYYY-MM or current")
+@click.option("--cutoff", default=None, help="YYYY-MM-DD (default: month end, or today)")
+@click.option("--lang", default="en", show_default=True, help="en or zh-CN")
+@click.option("--format", "fmt", default="md", show_default=True, type=click.Choice(["md", "html", "json"]))
+def render_command(repo: str, month: str, cutoff: str | None, lang: str, fmt: str) -> None:
+    """Write a report to stdout (the same bytes as /reports/<owner>/<repo>/<month>.<format>)."""
+    _print_report(repo, month, cutoff, lang, fmt)
+
+
 @main.command()
 @click.option("--repo", required=True, help="owner/name")
 @click.option("--month", required=True, help="YYYY-MM or current")
 @click.option("--cutoff", default=None, help="YYYY-MM-DD (default: month end, or today)")
 def snapshot(repo: str, month: str, cutoff: str | None) -> None:
     """Print a month's JSON snapshot (the same bytes as the API)."""
-    from tracker.months import UnknownRepository, load_snapshot, snapshot_json
+    _print_report(repo, month, cutoff, "en", "json")
+
+
+def _print_report(repo: str, month: str, cutoff: str | None, lang: str, fmt: str) -> None:
+    from tracker.months import UnknownRepository
+    from tracker.render import UnknownLanguage, language
+    from tracker.reports import rendered, resolve
     from tracker.window import WindowError
     from workers.runtime import Runtime
 
     rt = Runtime.from_settings(_settings())
     try:
-        click.echo(snapshot_json(load_snapshot(rt.state, rt.config, repo, month, cutoff)), nl=False)
-    except (UnknownRepository, WindowError) as exc:
+        wanted = resolve(rt.state, rt.config, repo, month, cutoff)
+        text = rendered(rt.state, rt.config, wanted, fmt, language(lang))
+    except (UnknownRepository, WindowError, UnknownLanguage) as exc:
         raise click.ClickException(str(exc)) from exc
+    sys.stdout.buffer.write(text.encode("utf-8"))
 
 
 @main.command()

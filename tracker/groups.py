@@ -18,7 +18,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-_TAG = re.compile(r"\[[^\[\]]{1,40}\]")
+# `[dev]`, `[Main][feat]`, `[MXFP8/FP4-param-gather]`: tags at the start or the end of a title.
+_TAG = re.compile(r"^(?:\s*\[[^\[\]]{1,40}\])+|(?:\[[^\[\]]{1,40}\]\s*)+$")
 _CP_PREFIX = re.compile(r"^\s*(cp|cherry[- ]?pick|backport|port)\s*[:\-]\s*", re.IGNORECASE)
 _PR_REFERENCE = re.compile(
     r"\(\s*(?:(?:cherry[- ]?pick(?:ed)?|cp|backport|port)(?:\s+of)?\s*)?#\d+\s*\)", re.IGNORECASE
@@ -44,14 +45,22 @@ class GroupInput:
 
 
 def normalise_title(title: str) -> str:
+    """The title compared between branches: `display_title`, without quotes, in lower case."""
+    text = display_title(title).replace("`", " ").replace('"', " ")
+    return re.sub(r"\s+", " ", text).strip(" .:-").lower()
+
+
+def display_title(title: str) -> str:
+    """A title as a report names the change: tags, `cp:`, `(#N)` and "into `branch`" removed."""
     text = _TAG.sub(" ", title)
     text = _CP_PREFIX.sub("", text.strip())
     text = _PR_REFERENCE.sub(" ", text)
     text = _INTO_BRANCH.sub("", text)
-    text = re.sub(r"\((?:dev|main)\)", " ", text, flags=re.IGNORECASE)
-    text = text.replace("`", " ").replace('"', " ")
-    text = re.sub(r"\s+", " ", text).strip(" .:-").lower()
-    return text
+    text = re.sub(r"\((?:dev|main)\)", " ", text, flags=re.IGNORECASE).strip()
+    if text.startswith("`") and text.endswith("`") and text.count("`") == 2:
+        text = text[1:-1]
+    text = re.sub(r"\s+", " ", text).strip(" .:-")
+    return text or title.strip()
 
 
 def references(title: str, body: str = "") -> set[int]:

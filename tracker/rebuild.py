@@ -23,6 +23,7 @@ def rebuild(
     returns (deliveries processed, deliveries failed, heads classified). No GitHub request is made.
     Stop the workers first: a job that runs while the tables are dropped would fail and be retried."""
     state.drop_and_recreate()
+    state.new_generation()
     processed = failed = 0
     for batch in ledger.iter_pull_request_deliveries():
         items: list[tuple[str, Derivation]] = []

@@ -116,6 +116,15 @@ months = Table(
 )
 
 
+# Facts about the ledger itself: `generation` changes with every rebuild, so caches keyed by a
+# month's version never mistake a rebuilt month for the one before.
+ledger_meta = Table(
+    "ledger_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", String(255), nullable=False),
+)
+
 # --- fetched from GitHub: kept by rebuilds (re-fetching would cost quota) --------------------
 
 # The changed files of one head of one PR, as GitHub listed them.

@@ -20,6 +20,7 @@ class PullRequestSnapshot:
     version: AttributeVersion | None
     created_at: int
     merged_at: int | None
+    closed_at: int | None  # the last close inside the window, when closed without merge at the cutoff
     category: Category
     evidence: dict[str, Any]
 
@@ -107,6 +108,7 @@ def build_snapshot(
         if status is None:
             continue
         merged = [f.at for f in facts if f.kind is FactKind.MERGED and f.at < window.end]
+        closed = [f.at for f in facts if f.kind is FactKind.CLOSED and window.contains(f.at)]
         version = versions.get(number)
         verdict = verdicts.get((number, version.head_sha)) if version is not None else None
         category, evidence = classify_pull_request(
@@ -118,6 +120,7 @@ def build_snapshot(
                 version=version,
                 created_at=min(f.at for f in facts if f.kind is FactKind.OPENED),
                 merged_at=min(merged) if merged else None,
+                closed_at=max(closed) if closed and status.counts_closed_unmerged else None,
                 category=category,
                 evidence=evidence,
             )

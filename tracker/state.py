@@ -7,6 +7,7 @@ twice, or deliveries applied in any order, leave the same rows.
 from __future__ import annotations
 
 import json
+import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +24,9 @@ from tracker.ledger import PROCESSED, now_ms
 from tracker.schema import (
     DERIVED_TABLES,
     deliveries,
+    head_files,
     head_verdicts,
+    ledger_meta,
     metadata,
     month_activity,
     months,
@@ -82,6 +85,43 @@ class MonthState:
     def repository_names(self) -> list[str]:
         with self.engine.connect().execution_options(read_only=True) as conn:
             return list(conn.execute(select(repositories.c.full_name).order_by(repositories.c.full_name)).scalars())
+
+    def month_version(self, full_name: str, month: str) -> tuple[int, str]:
+        """The month's change counter and the ledger's generation: together they change whenever
+        anything the month's report reads may have changed."""
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            version = conn.execute(
+                select(months.c.version).where(months.c.repo == repository_key(full_name), months.c.month == month)
+            ).scalar_one_or_none()
+            generation = conn.execute(
+                select(ledger_meta.c.value).where(ledger_meta.c.key == "generation")
+            ).scalar_one_or_none()
+        return version or 0, generation or ""
+
+    def new_generation(self) -> None:
+        with self.engine.begin() as conn:
+            values = {"value": uuid.uuid4().hex}
+            if not insert_ignoring_duplicates(conn, ledger_meta, [{"key": "generation", **values}]):
+                conn.execute(update(ledger_meta).where(ledger_meta.c.key == "generation").values(**values))
+
+    def head_paths(self, full_name: str, month: str, heads: dict[int, str]) -> dict[int, list[str]]:
+        """The changed paths of the given head of each PR (number -> head sha) of the month."""
+        repo = repository_key(full_name)
+        query = (
+            select(head_files.c.number, head_files.c.head_sha, head_files.c.path)
+            .join(
+                month_activity,
+                and_(month_activity.c.repo == head_files.c.repo, month_activity.c.number == head_files.c.number),
+            )
+            .where(month_activity.c.repo == repo, month_activity.c.month == month)
+            .order_by(head_files.c.number, head_files.c.position)
+        )
+        paths: dict[int, list[str]] = defaultdict(list)
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            for number, head_sha, path in conn.execute(query):
+                if heads.get(number) == head_sha:
+                    paths[number].append(path)
+        return dict(paths)
 
     def month_versions(self, full_name: str) -> dict[str, int]:
         with self.engine.connect().execution_options(read_only=True) as conn:
