@@ -42,7 +42,10 @@ def ensure_chromium() -> str:
     apt = shutil.which("apt-get")
     if apt is None:
         pytest.skip("Chromium is missing and apt-get is not available to install it")
-    subprocess.run([apt, "install", "-y", "-q", "chromium"], check=True, capture_output=True, timeout=900)
+    install = [apt, "install", "-y", "-q", "chromium"]
+    if subprocess.run(install, capture_output=True, timeout=900).returncode != 0:
+        subprocess.run([apt, "update", "-q"], check=True, capture_output=True, timeout=600)
+        subprocess.run(install, check=True, capture_output=True, timeout=900)
     return CHROMIUM
 
 
