@@ -38,6 +38,7 @@ CHROMIUM_ARGS = [
 
 def ensure_chromium() -> str:
     if Path(CHROMIUM).exists():
+        _ensure_chinese_fonts()
         return CHROMIUM
     apt = shutil.which("apt-get")
     if apt is None:
@@ -46,7 +47,17 @@ def ensure_chromium() -> str:
     if subprocess.run(install, capture_output=True, timeout=900).returncode != 0:
         subprocess.run([apt, "update", "-q"], check=True, capture_output=True, timeout=600)
         subprocess.run(install, check=True, capture_output=True, timeout=900)
+    _ensure_chinese_fonts()
     return CHROMIUM
+
+
+def _ensure_chinese_fonts() -> None:
+    """Best effort: without a CJK font the Chinese screenshot shows boxes (the page is still right)."""
+    listed = subprocess.run(["fc-list", ":lang=zh"], capture_output=True, text=True)
+    apt = shutil.which("apt-get")
+    if listed.returncode == 0 and listed.stdout.strip() or apt is None:
+        return
+    subprocess.run([apt, "install", "-y", "-q", "fonts-noto-cjk"], capture_output=True, timeout=900)
 
 
 @pytest.fixture
