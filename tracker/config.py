@@ -47,7 +47,8 @@ class ClassificationConfig(BaseModel):
 
 
 class HighlightConfig(BaseModel):
-    """A sub-area of a theme: one bullet of the report."""
+    """A sub-area of a theme (one bullet of the report), named in English and Chinese, matched by
+    path globs, labels and title keywords."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -59,18 +60,9 @@ class HighlightConfig(BaseModel):
     keywords: tuple[str, ...] = ()
 
 
-class ThemeConfig(BaseModel):
-    """A technical area of the repository, named in English and Chinese. A change belongs to the
-    theme whose paths (glob patterns), labels or title keywords match it best."""
+class ThemeConfig(HighlightConfig):
+    """A technical area of the repository. A change belongs to the theme that matches it best."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
-    en: str
-    zh: str
-    paths: tuple[str, ...] = ()
-    labels: tuple[str, ...] = ()
-    keywords: tuple[str, ...] = ()
     highlights: tuple[HighlightConfig, ...] = ()
 
 

@@ -99,32 +99,37 @@ def _names(themes: Sequence[Theme], lang: str, limit: int = 3) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+# (English lead, Chinese lead, English when empty, Chinese when empty) for each section.
+_OVERVIEW = {
+    "delivered": (
+        "Delivered work centred on",
+        "已交付成果集中在",
+        "No substantive change was delivered in this window.",
+        "本统计窗口内没有交付实质性变更。",
+    ),
+    "in_progress": (
+        "Work in progress continues on",
+        "进行中的工作主要涉及",
+        "No substantive change is in progress at the cutoff.",
+        "截止时没有进行中的实质性变更。",
+    ),
+}
+
+
 def overview(report: Report, lang: str) -> str:
-    delivered, progress = report.delivered, report.in_progress
+    """One sentence a section: its leading themes and how many changes in how many themes."""
     zh = lang == "zh-CN"
     parts = []
-    if delivered.themes:
-        n, k = len(delivered.changes), len(delivered.themes)
-        parts.append(
-            f"已交付成果集中在{_names(delivered.themes, lang)}（{k} 个方向共 {n} 项变更）。"
-            if zh
-            else f"Delivered work centred on {_names(delivered.themes, lang)} "
-            f"({n} {_plural(n, 'change')} in {k} {_plural(k, 'theme')})."
-        )
-    else:
-        parts.append(
-            "本统计窗口内没有交付实质性变更。" if zh else "No substantive change was delivered in this window."
-        )
-    if progress.themes:
-        n, k = len(progress.changes), len(progress.themes)
-        parts.append(
-            f"进行中的工作主要涉及{_names(progress.themes, lang)}（{k} 个方向共 {n} 项变更）。"
-            if zh
-            else f"Work in progress continues on {_names(progress.themes, lang)} "
-            f"({n} {_plural(n, 'change')} in {k} {_plural(k, 'theme')})."
-        )
-    else:
-        parts.append("截止时没有进行中的实质性变更。" if zh else "No substantive change is in progress at the cutoff.")
+    for section in report.sections:
+        lead_en, lead_zh, empty_en, empty_zh = _OVERVIEW[section.id]
+        n, k = len(section.changes), len(section.themes)
+        if not k:
+            parts.append(empty_zh if zh else empty_en)
+        elif zh:
+            parts.append(f"{lead_zh}{_names(section.themes, lang)}（{k} 个方向共 {n} 项变更）。")
+        else:
+            counts = f"{n} {_plural(n, 'change')} in {k} {_plural(k, 'theme')}"
+            parts.append(f"{lead_en} {_names(section.themes, lang)} ({counts}).")
     return ("" if zh else " ").join(parts)
 
 
