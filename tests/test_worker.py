@@ -191,3 +191,12 @@ def test_a_worker_killed_mid_job_loses_nothing(app: Flask, client: FlaskClient, 
 
 def test_redis_connection_is_not_shared_between_tests(redis_url: str) -> None:
     assert Redis.from_url(redis_url).dbsize() == 0
+
+
+def test_the_sweep_leaves_queued_deliveries_alone(app: Flask, client: FlaskClient) -> None:
+    total = post_all(client)
+    with app.app_context():
+        s = services()
+        assert s.queue.count == total
+        assert sweep(s.ledger, s.queue, grace_seconds=0) == 0  # every job is still waiting
+        assert s.queue.count == total  # nothing queued twice (a worker start sweeps like this)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from redis import Redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry as RedisRetry
 from rq import Queue, Retry
-from rq.job import JOB_ID_PATTERN
+from rq.job import JOB_ID_PATTERN, Job, JobStatus
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry, StartedJobRegistry
 
 QUEUE_NAME = "deliveries"
@@ -114,6 +114,20 @@ def enqueue_deliveries(queue: Queue, delivery_ids: Iterable[str]) -> int:
     ]
     queue.enqueue_many(jobs)
     return len(ids)
+
+
+def waiting_jobs(queue: Queue, job_ids: Sequence[str]) -> set[str]:
+    """Those of `job_ids` whose job is queued, scheduled or deferred (not lost, not dead)."""
+    pipe = queue.connection.pipeline(transaction=False)
+    for identifier in job_ids:
+        pipe.hget(Job.key_for(identifier), "status")
+    statuses = pipe.execute()
+    alive = {JobStatus.QUEUED.value, JobStatus.SCHEDULED.value, JobStatus.DEFERRED.value}
+    return {
+        identifier
+        for identifier, status in zip(job_ids, statuses, strict=True)
+        if status is not None and (status.decode() if isinstance(status, bytes) else status) in alive
+    }
 
 
 def fetch_done(queue: Queue, repo: str, number: int, head_sha: str) -> None:

@@ -147,7 +147,7 @@ def theme_summary(theme: Theme, section: Section, lang: str) -> str:
 
 
 def _mid_sentence(name: str) -> str:
-    """"Dynamic engine" reads "dynamic engine" inside a sentence; "MoE routing" and "KV cache" stay."""
+    """ "Dynamic engine" reads "dynamic engine" inside a sentence; "MoE routing" and "KV cache" stay."""
     return name[:1].lower() + name[1:] if name[1:2].islower() else name
 
 

@@ -11,9 +11,8 @@ import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, func, or_, select, update
+from sqlalchemy import Connection, Engine, and_, func, or_, select, tuple_, update
 
 from tracker.attributes import AttributeVersion, version_at
 from tracker.classify import HeadVerdict
@@ -133,60 +132,69 @@ class MonthState:
         return {row.month: row.version for row in rows}
 
     def month_inputs(self, full_name: str, month: str, end: int) -> MonthInputs:
+        """Only what the snapshot uses: the month's PRs (from the activity index), their facts before the end,
+        their version at the window end, and the verdict of the head each had then."""
         repo = repository_key(full_name)
-        in_month = and_(month_activity.c.repo == repo, month_activity.c.month == month)
         with self.engine.connect().execution_options(read_only=True) as conn:
+            numbers = list(
+                conn.execute(
+                    select(month_activity.c.number).where(
+                        month_activity.c.repo == repo, month_activity.c.month == month
+                    )
+                ).scalars()
+            )
+            if not numbers:
+                return MonthInputs({}, {}, {})
+            # Facts at or after the window end change nothing the snapshot shows.
             fact_rows = conn.execute(
-                select(pr_facts.c.number, pr_facts.c.kind, pr_facts.c.at)
-                .join(
-                    month_activity,
-                    and_(month_activity.c.repo == pr_facts.c.repo, month_activity.c.number == pr_facts.c.number),
+                select(pr_facts.c.number, pr_facts.c.kind, pr_facts.c.at).where(
+                    pr_facts.c.repo == repo, pr_facts.c.number.in_(numbers), pr_facts.c.at < end
                 )
-                .where(in_month)
             ).all()
-            candidates = _version_candidates(conn, repo, month, end)
-            verdict_rows = conn.execute(
-                select(head_verdicts)
-                .join(
-                    month_activity,
-                    and_(
-                        month_activity.c.repo == head_verdicts.c.repo,
-                        month_activity.c.number == head_verdicts.c.number,
-                    ),
-                )
-                .where(in_month)
-            ).all()
+            versions = {}
+            for number, rows in _version_candidates(conn, repo, numbers, end).items():
+                chosen = version_at(rows, end)
+                if chosen is not None:
+                    versions[number] = chosen
+            heads = [(number, version.head_sha) for number, version in versions.items()]
+            verdict_rows = (
+                conn.execute(
+                    select(head_verdicts).where(
+                        head_verdicts.c.repo == repo,
+                        tuple_(head_verdicts.c.number, head_verdicts.c.head_sha).in_(heads),
+                    )
+                ).all()
+                if heads
+                else []
+            )
         timelines: dict[int, list[Fact]] = defaultdict(list)
         for number, kind, at in fact_rows:
             timelines[number].append(Fact(FactKind(kind), at))
-        versions = {}
-        for number, rows in candidates.items():
-            chosen = version_at(rows, end)
-            if chosen is not None:
-                versions[number] = chosen
         verdicts = {(row.number, row.head_sha): verdict_from_row(row) for row in verdict_rows}
         return MonthInputs(timelines=dict(timelines), versions=versions, verdicts=verdicts)
 
 
-def _version_candidates(conn: Connection, repo: str, month: str, end: int) -> dict[int, list[AttributeVersion]]:
-    """For each PR of the month, the last version before `end` and the first one at or after it;
-    `attributes.version_at` makes the choice between them."""
-    joined = and_(
-        month_activity.c.repo == pr_versions.c.repo,
-        month_activity.c.number == pr_versions.c.number,
-        month_activity.c.month == month,
-    )
-
-    def first_ranked(side: Any, *order: Any) -> Any:
-        rank = func.row_number().over(partition_by=pr_versions.c.number, order_by=order).label("rank")
-        ranked = select(pr_versions, rank).join(month_activity, joined).where(pr_versions.c.repo == repo, side)
-        subquery = ranked.subquery()
-        return select(subquery).where(subquery.c.rank == 1)
-
-    latest_before = first_ranked(pr_versions.c.at < end, pr_versions.c.at.desc(), pr_versions.c.delivery_id.desc())
-    earliest_after = first_ranked(pr_versions.c.at >= end, pr_versions.c.at.asc(), pr_versions.c.delivery_id.asc())
+def _version_candidates(
+    conn: Connection, repo: str, numbers: Sequence[int], end: int
+) -> dict[int, list[AttributeVersion]]:
+    """For each PR, the versions at the last instant before `end` and at the first one at or after
+    it (the primary key's (repo, number, at) order answers both); `attributes.version_at` chooses."""
     found: dict[int, list[AttributeVersion]] = defaultdict(list)
-    for query in (latest_before, earliest_after):
+    for side, edge in ((pr_versions.c.at < end, func.max), (pr_versions.c.at >= end, func.min)):
+        chosen = (
+            select(pr_versions.c.number, edge(pr_versions.c.at).label("at"))
+            .where(pr_versions.c.repo == repo, pr_versions.c.number.in_(numbers), side)
+            .group_by(pr_versions.c.number)
+            .subquery()
+        )
+        query = select(pr_versions).join(
+            chosen,
+            and_(
+                pr_versions.c.repo == repo,
+                pr_versions.c.number == chosen.c.number,
+                pr_versions.c.at == chosen.c.at,
+            ),
+        )
         for row in conn.execute(query):
             found[row.number].append(
                 AttributeVersion(

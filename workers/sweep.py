@@ -2,7 +2,9 @@
 
 The web process enqueues after the ledger commit, so a crash between the two, a worker killed
 mid-job, or a Redis that lost its queue leaves a delivery `pending` in the ledger with no job.
-Processing is idempotent, so enqueueing one that still has a job costs a little work and no harm.
+A delivery whose job is still waiting in the queue (or scheduled for a retry) is left alone; any
+other pending one is enqueued again. Processing is idempotent, so the rare double costs a little
+work and no harm.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from rq import Queue
 from tracker.derive import repository_key
 from tracker.heads import HeadStore
 from tracker.ledger import PENDING, Ledger, now_ms
-from tracker.queue import enqueue_deliveries, enqueue_head_fetch, github_queue
+from tracker.queue import enqueue_deliveries, enqueue_head_fetch, github_queue, job_id, waiting_jobs
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +29,14 @@ def sweep(ledger: Ledger, queue: Queue, grace_seconds: float = DEFAULT_GRACE_SEC
     """Enqueue every pending delivery received more than `grace_seconds` ago, and ask for the files
     of every head deliveries showed that has none yet (unless a fetch is already on its way).
     Returns how many deliveries were re-enqueued."""
-    ids = ledger.ids_with_status(PENDING, received_before=now_ms() - int(grace_seconds * 1000))
-    for start in range(0, len(ids), 500):
-        enqueue_deliveries(queue, ids[start : start + 500])
+    pending = ledger.ids_with_status(PENDING, received_before=now_ms() - int(grace_seconds * 1000))
+    ids = []
+    for start in range(0, len(pending), 500):
+        batch = pending[start : start + 500]
+        waiting = waiting_jobs(queue, [job_id("delivery", delivery_id) for delivery_id in batch])
+        lost = [delivery_id for delivery_id in batch if job_id("delivery", delivery_id) not in waiting]
+        enqueue_deliveries(queue, lost)
+        ids.extend(lost)
     if ids:
         log.info("sweep re-enqueued %d pending deliveries", len(ids))
     fetches = github_queue(queue.connection)
