@@ -49,29 +49,64 @@ class DeliveryCounts:
         }
 
 
+_STORED_COLUMNS = (
+    "id",
+    "event",
+    "action",
+    "repo",
+    "hook_id",
+    "content_type",
+    "headers",
+    "body",
+    "received_at",
+    "status",
+    "attempts",
+)
+
+
 class Ledger:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        marker = "?" if engine.dialect.paramstyle == "qmark" else "%s"
+        self._insert_sql = (
+            f"INSERT INTO deliveries ({', '.join(_STORED_COLUMNS)}) "
+            f"VALUES ({', '.join([marker] * len(_STORED_COLUMNS))}) ON CONFLICT (id) DO NOTHING"
+        )
 
     # --- writing, on the request path ---------------------------------------------------------
 
     def store(self, delivery: Delivery) -> bool:
-        """Append a delivery; False when its id is already stored (a redelivery)."""
-        row = {
-            "id": delivery.id,
-            "event": delivery.event,
-            "action": delivery.action,
-            "repo": delivery.repo,
-            "hook_id": delivery.hook_id,
-            "content_type": delivery.content_type,
-            "headers": json.dumps(delivery.headers, sort_keys=True),
-            "body": delivery.body,
-            "received_at": delivery.received_at,
-            "status": PENDING,
-            "attempts": 0,
-        }
-        with self.engine.begin() as conn:
-            return insert_ignoring_duplicates(conn, deliveries, [row]) == 1
+        """Append a delivery; False when its id is already stored (a redelivery).
+
+        This is the request path's one write, so it is one prepared INSERT on a pooled DBAPI
+        connection: on SQLite a single autocommit statement holds the write lock for the shortest
+        possible time (two web processes otherwise queue behind each other's BEGIN ... COMMIT)."""
+        values = (
+            delivery.id,
+            delivery.event,
+            delivery.action,
+            delivery.repo,
+            delivery.hook_id,
+            delivery.content_type,
+            json.dumps(delivery.headers, sort_keys=True),
+            delivery.body,
+            delivery.received_at,
+            PENDING,
+            0,
+        )
+        raw = self.engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            cursor.execute(self._insert_sql, values)
+            inserted = cursor.rowcount == 1
+            cursor.close()
+            raw.commit()
+        except BaseException:
+            raw.rollback()
+            raise
+        finally:
+            raw.close()
+        return inserted
 
     def record_ping(self, hook_id: str, hook_type: str | None, events: Sequence[str], target: str | None) -> None:
         at = now_ms()
