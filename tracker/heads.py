@@ -96,7 +96,7 @@ class HeadStore:
                     ],
                 )
             if source != UNAVAILABLE:
-                write_verdicts(conn, repo, number, [classify_head(head_sha, files, rules, truncated)])
+                write_verdicts(conn, [(repo, number, classify_head(head_sha, files, rules, truncated))])
             _bump_months_of(conn, repo, number)
         return True
 
@@ -120,25 +120,39 @@ class HeadStore:
             return [WantedHead(r.full_name, r.number, r.head_sha, r.base_sha) for r in conn.execute(query)]
 
     def stored(self) -> Iterator[tuple[str, int, str, bool, list[ChangedFile]]]:
-        """Every stored head with its files (for rebuilds), one head at a time."""
-        with self.engine.connect().execution_options(read_only=True) as conn:
-            keys = conn.execute(
-                select(heads.c.repo, heads.c.number, heads.c.head_sha, heads.c.truncated)
-                .where(heads.c.source != UNAVAILABLE)
-                .order_by(heads.c.repo, heads.c.number, heads.c.head_sha)
-            ).all()
-        for repo, number, head_sha, truncated in keys:
-            with self.engine.connect().execution_options(read_only=True) as conn:
-                rows = conn.execute(
-                    select(head_files)
-                    .where(head_files.c.repo == repo, head_files.c.number == number, head_files.c.head_sha == head_sha)
-                    .order_by(head_files.c.position)
-                ).all()
-            files = [ChangedFile(r.path, r.status, r.previous_path, r.additions, r.deletions, r.patch) for r in rows]
-            yield repo, number, head_sha, bool(truncated), files
+        """Every stored head with its files (for rebuilds), streamed in one ordered query."""
+        query = (
+            select(heads.c.repo, heads.c.number, heads.c.head_sha, heads.c.truncated, head_files)
+            .outerjoin(
+                head_files,
+                and_(
+                    head_files.c.repo == heads.c.repo,
+                    head_files.c.number == heads.c.number,
+                    head_files.c.head_sha == heads.c.head_sha,
+                ),
+            )
+            .where(heads.c.source != UNAVAILABLE)
+            .order_by(heads.c.repo, heads.c.number, heads.c.head_sha, head_files.c.position)
+        )
+        current: tuple[str, int, str, bool] | None = None
+        files: list[ChangedFile] = []
+        with self.engine.connect().execution_options(read_only=True, stream_results=True, yield_per=2000) as conn:
+            for row in conn.execute(query):
+                key = (row[0], row[1], row[2], bool(row[3]))
+                if key != current:
+                    if current is not None:
+                        yield (*current, files)
+                    current, files = key, []
+                if row.path is not None:
+                    files.append(
+                        ChangedFile(row.path, row.status, row.previous_path, row.additions, row.deletions, row.patch)
+                    )
+        if current is not None:
+            yield (*current, files)
 
 
-def write_verdicts(conn: Connection, repo: str, number: int, verdicts: Sequence[HeadVerdict]) -> None:
+def write_verdicts(conn: Connection, verdicts: Sequence[tuple[str, int, HeadVerdict]]) -> None:
+    """Keep (repo, PR number, verdict) rows; a verdict already kept for a head stays."""
     insert_ignoring_duplicates(
         conn,
         head_verdicts,
@@ -151,7 +165,7 @@ def write_verdicts(conn: Connection, repo: str, number: int, verdicts: Sequence[
                 "whitespace_only": v.whitespace_only,
                 "evidence": json.dumps(v.evidence, sort_keys=True),
             }
-            for v in verdicts
+            for repo, number, v in verdicts
         ],
     )
 

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tracker.classify import classify_head
+from tracker.classify import HeadVerdict, Rules, classify_head
 from tracker.config import TrackerConfig
 from tracker.derive import Derivation, derive
 from tracker.heads import HeadStore, write_verdicts
 from tracker.ledger import Ledger
 from tracker.payloads import IncompleteBody, MalformedBody
 from tracker.state import MonthState, mark_processed, write_derivations
+
+
+def _write_verdicts(state: MonthState, batch: list[tuple[str, int, HeadVerdict]]) -> None:
+    with state.engine.begin() as conn:
+        write_verdicts(conn, batch)
 
 
 def rebuild(
@@ -42,9 +47,16 @@ def rebuild(
         if progress is not None:
             progress(len(batch))
     classified = 0
+    rules: dict[str, Rules] = {}
+    verdicts: list[tuple[str, int, HeadVerdict]] = []
     for repo, number, head_sha, truncated, files in HeadStore(state.engine).stored():
-        rules = config.rules_for(state.repository_name(repo) or repo)
-        with state.engine.begin() as conn:
-            write_verdicts(conn, repo, number, [classify_head(head_sha, files, rules, truncated)])
-        classified += 1
+        if repo not in rules:
+            rules[repo] = config.rules_for(state.repository_name(repo) or repo)
+        verdicts.append((repo, number, classify_head(head_sha, files, rules[repo], truncated)))
+        if len(verdicts) >= 1000:
+            _write_verdicts(state, verdicts)
+            classified += len(verdicts)
+            verdicts = []
+    _write_verdicts(state, verdicts)
+    classified += len(verdicts)
     return processed, failed, classified
