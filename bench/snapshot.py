@@ -1,0 +1,201 @@
+"""Snapshot benchmark: one month's JSON snapshot, the API's work, over a busy month.
+
+A month (--month, default 2026-04) of --prs PRs and --deliveries deliveries (bench/_stories.py: real
+Megatron-LM titles and base branches; opens spread over the month, about 15 % opened the month
+before; pushes, labels, retitles, merges, closes, reopens; some still open) is stored with
+Ledger.store and derived with tracker.rebuild.rebuild. Then tracker.months.load_snapshot +
+snapshot_json at a mid-month cutoff run --runs times (after 3 warm-up runs): median and p95.
+
+Baseline, same run: the month's raw pr_facts rows (facts of the repository inside the month's
+window) read with one SELECT into Python tuples.
+
+Target (issue): under 150 ms.
+
+    .venv/bin/python bench/snapshot.py [--prs 1000 --deliveries 20000 --cutoff 2026-04-15 --runs 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import date, timedelta
+from typing import Any
+
+from _heads import HeadsUnsupported, store_heads
+from _load import percentile
+from _stack import Stack, load_note
+from _stories import REPO, ledger_delivery, plan_months, previous_month, stories
+from sqlalchemy import func, select
+
+from tracker.config import load_config
+from tracker.ledger import Ledger
+from tracker.months import load_snapshot, snapshot_json
+from tracker.rebuild import rebuild
+from tracker.schema import month_activity, pr_facts, pr_versions
+from tracker.snapshot import build_snapshot
+from tracker.state import MonthState
+from tracker.window import Month, month_window
+
+try:  # derived tables key repositories by a case-folded name (tracker.derive.repository_key)
+    from tracker.derive import repository_key
+except ImportError:  # older trees stored the name as given
+
+    def repository_key(full_name: str) -> str:
+        return full_name
+
+
+TARGET_MS = 150.0
+
+
+def stored_name(state: MonthState, full_name: str) -> str:
+    lookup = getattr(state, "repository_name", None) or getattr(state, "has_repository")  # noqa: B009
+    return str(lookup(full_name) or full_name)
+
+
+def timed(function: Callable[[], object], runs: int, warmup: int = 3) -> list[float]:
+    for _ in range(warmup):
+        function()
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        function()
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--month", default="2026-04")
+    parser.add_argument("--prs", type=int, default=1000)
+    parser.add_argument("--deliveries", type=int, default=20000)
+    parser.add_argument("--cutoff", default=None, help="YYYY-MM-DD (default: the 15th of the month)")
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument(
+        "--history-months",
+        type=int,
+        default=0,
+        help="also load this many earlier months of the same volume, ending two months before (history)",
+    )
+    parser.add_argument(
+        "--no-heads", action="store_true", help="store no changed files for the PR heads (no classification)"
+    )
+    parser.add_argument("--database-url", help="default: TRACKER_DATABASE_URL, else SQLite in a temp dir")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir (the ledger)")
+    args = parser.parse_args()
+    cutoff = args.cutoff or f"{args.month}-15"
+    month = Month.parse(args.month)
+    today = month.last_day + timedelta(days=7)  # a past month, whatever the machine's clock says
+
+    with Stack(args.database_url, with_redis=False, keep=args.keep) as stack:
+        ledger, state = Ledger(stack.engine), MonthState(stack.engine)
+        config = load_config(stack.settings)
+        # History ends two months before, so that none of its PRs is active in the measured month:
+        # only the size of the tables changes, not the month's own work.
+        months = [args.month]
+        earlier = previous_month(args.month)
+        for _ in range(args.history_months):
+            earlier = previous_month(earlier)
+            months.insert(0, earlier)
+        plans = plan_months(months, args.prs * len(months), args.deliveries * len(months), seed=5)
+        started = time.monotonic()
+        seen_heads: set[tuple[int, str, str]] = set()
+        for part in stories(plans, processes=2):
+            for item in part:
+                ledger.store(ledger_delivery(item))
+                seen_heads.add((item.number, item.head_sha, item.title))
+        loaded = time.monotonic() - started
+        started = time.monotonic()
+        heads_note = "no head files"
+        if not args.no_heads:
+            try:
+                stored_heads = store_heads(stack.engine, config, REPO, sorted(seen_heads))
+                heads_note = f"files of {stored_heads:,} heads stored in {time.monotonic() - started:.1f} s"
+            except HeadsUnsupported as exc:
+                heads_note = str(exc)
+        started = time.monotonic()
+        outcome = rebuild(ledger, state, config)  # (processed, failed[, heads classified])
+        processed, failed = outcome[0], outcome[1]
+        derived = time.monotonic() - started
+        with stack.engine.connect() as conn:
+            facts = conn.execute(select(func.count()).select_from(pr_facts)).scalar_one()
+            versions = conn.execute(select(func.count()).select_from(pr_versions)).scalar_one()
+            active = conn.execute(
+                select(func.count()).select_from(month_activity).where(month_activity.c.month == args.month)
+            ).scalar_one()
+        history = f" (+ {', '.join(months[:-1])} as large)" if args.history_months else ""
+        print(
+            f"snapshot: {args.deliveries:,} deliveries of {args.prs:,} PRs{history} generated and stored in "
+            f"{loaded:.1f} s, "
+            f"rebuilt in {derived:.1f} s ({processed:,} processed, {failed} failed): {facts:,} pr_facts, "
+            f"{versions:,} pr_versions, {active:,} PRs active in {args.month}; {heads_note}; ledger "
+            f"{stack.database_url.split(':')[0]}; {load_note()}"
+        )
+
+        window = month_window(month, date.fromisoformat(cutoff), "Asia/Shanghai")
+        whole_month = month_window(month, month.last_day, "Asia/Shanghai")
+
+        def raw_facts() -> list[tuple[int, str, int]]:
+            with stack.engine.connect().execution_options(read_only=True) as conn:
+                return [
+                    tuple(row)
+                    for row in conn.execute(
+                        select(pr_facts.c.number, pr_facts.c.kind, pr_facts.c.at).where(
+                            pr_facts.c.repo == repository_key(REPO),
+                            pr_facts.c.at >= whole_month.start,
+                            pr_facts.c.at < whole_month.end,
+                        )
+                    )
+                ]
+
+        def full() -> str:
+            return snapshot_json(load_snapshot(state, config, REPO, args.month, cutoff, today=today))
+
+        def fold(inputs: Any) -> Any:
+            """build_snapshot with what load_snapshot passes it (its arguments grew with classification)."""
+            name = stored_name(state, REPO)
+            if "verdicts" in inspect.signature(build_snapshot).parameters:
+                return build_snapshot(
+                    name, window, inputs.timelines, inputs.versions, inputs.verdicts, config.rules_for(name)
+                )
+            return build_snapshot(name, window, inputs.timelines, inputs.versions)
+
+        inputs = state.month_inputs(REPO, args.month, window.end)
+        snapshot = fold(inputs)
+        baseline = timed(raw_facts, args.runs)
+        total = timed(full, args.runs)
+        parts = {
+            "  month_inputs (SQL reads)": timed(lambda: state.month_inputs(REPO, args.month, window.end), args.runs),
+            "  build_snapshot (pure fold)": timed(lambda: fold(inputs), args.runs),
+            "  snapshot_json (as_dict + json.dumps)": timed(lambda: snapshot_json(snapshot), args.runs),
+        }
+        base = statistics.median(baseline)
+        rows = len(raw_facts())
+        if not rows:
+            raise SystemExit("the baseline SELECT found no pr_facts rows: the schema's repository key changed?")
+        print(
+            f"baseline  SELECT raw pr_facts rows of {args.month}         median {base:7.2f} ms  "
+            f"p95 {percentile(baseline, 95):7.2f} ms   1.00 × baseline  ({rows:,} rows)"
+        )
+        median = statistics.median(total)
+        verdict = "PASS" if median < TARGET_MS else "FAIL"
+        print(
+            f"snapshot  load_snapshot + snapshot_json, cutoff {cutoff}  median {median:7.2f} ms  "
+            f"p95 {percentile(total, 95):7.2f} ms  {median / base:5.1f} × baseline  "
+            f"({len(snapshot.pull_requests):,} PRs in the snapshot, {len(full()) / 1024:.0f} KB of JSON)  "
+            f"target < {TARGET_MS:g} ms: {verdict}"
+        )
+        for label, times in parts.items():
+            print(
+                f"{label:<50} median {statistics.median(times):7.2f} ms  p95 {percentile(times, 95):7.2f} ms  "
+                f"{statistics.median(times) / base:5.1f} × baseline"
+            )
+        print(f"snapshot: done; {load_note()}")
+    return 0 if median < TARGET_MS else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
