@@ -175,14 +175,15 @@ def classification_cost(top: int) -> None:
             for f in pr["files"]
         ]
         listing = json.dumps([{"filename": f.path, "patch": f.patch, "additions": f.additions} for f in files])
-        classify = min(_timed(lambda: classify_head("x", files, rules)) for _ in range(5))
-        read = min(_timed(lambda: json.loads(listing)) for _ in range(5))
+        classify = min(_timed(lambda fs=files: classify_head("x", fs, rules)) for _ in range(5))
+        read = min(_timed(lambda text=listing: json.loads(text)) for _ in range(5))
         per_pr.append(classify)
         per_file.append(classify / len(files))
         ratios.append(classify / read)
     print(
         f"classify_head on the {top} largest real PRs ({prs[-1]['files_changed']}-{prs[0]['files_changed']} files): "
-        f"median {statistics.median(per_pr) * 1000:.2f} ms per PR, {statistics.median(per_file) * 1e6:.1f} µs per file, "
+        f"median {statistics.median(per_pr) * 1000:.2f} ms per PR, "
+        f"{statistics.median(per_file) * 1e6:.1f} µs per file, "
         f"{statistics.median(ratios):.2f} x json.loads of the same listing"
     )
 

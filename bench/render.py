@@ -129,9 +129,9 @@ def main() -> None:
             baseline = median_ms(lambda: load_snapshot(state, config, REPO, "2026-09", args.cutoff), args.runs)
             print(f"baseline: the snapshot's numbers alone: {baseline:.1f} ms")
             for fmt, lang in (("md", "en"), ("md", "zh-CN"), ("html", "en")):
-                cold = median_ms(lambda: rendered(state, config, wanted, fmt, lang), args.runs)
+                cold = median_ms(lambda f=fmt, la=lang: rendered(state, config, wanted, f, la), args.runs)
                 rendered(state, config, wanted, fmt, lang, cache=cache)
-                warm = median_ms(lambda: rendered(state, config, wanted, fmt, lang, cache=cache), args.runs)
+                warm = median_ms(lambda f=fmt, la=lang: rendered(state, config, wanted, f, la, cache=cache), args.runs)
                 print(
                     f"{fmt} {lang}: {cold:.1f} ms cold ({cold / baseline:.2f} x baseline; target < 300 ms), "
                     f"{warm:.2f} ms unchanged, from the cache ({warm / baseline:.3f} x baseline; target < 20 ms)"
