@@ -37,10 +37,10 @@ from tracker.database import connect  # noqa: E402
 from tracker.embedded_redis import EmbeddedRedis  # noqa: E402
 from tracker.heads import HeadStore  # noqa: E402
 from tracker.ledger import Delivery, Ledger, now_ms  # noqa: E402
-from tracker.months import load_snapshot  # noqa: E402
+from tracker.months import load_snapshot, resolve  # noqa: E402
 from tracker.queue import connect_redis  # noqa: E402
 from tracker.rebuild import rebuild  # noqa: E402
-from tracker.reports import rendered, resolve  # noqa: E402
+from tracker.reports import rendered  # noqa: E402
 from tracker.settings import load_settings  # noqa: E402
 from tracker.state import MonthState  # noqa: E402
 

@@ -291,6 +291,8 @@ def test_a_head_github_no_longer_has_stays_pending_without_retrying(
     github.script(r"/files", Scripted(status, {}, {"message": "Not Found"}))
     deliver(client, PullRequestStory(1, at("2026-09-02T01:00:00Z")).opened())
     run_jobs(app)
-    assert snapshot(client)["pending_classification"] == 1
+    document = snapshot(client)
+    assert document["pending_classification"] == 1
+    assert by_number(document)[1]["evidence"]["rule"] == "files_unavailable"
     assert client.get("/api/v1/status").json["github"]["heads_without_files"] == 0
     assert client.get("/api/v1/status").json["github"]["waiting_jobs"] == 0

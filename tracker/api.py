@@ -12,11 +12,11 @@ from sqlalchemy import text
 from tracker.app import services
 from tracker.heads import HeadStore
 from tracker.ledger import FAILED
-from tracker.months import UnknownRepository
+from tracker.months import UnknownRepository, resolve
 from tracker.queue import enqueue_deliveries, github_queue, queue_counts, waiting_on_github
 from tracker.quota import Quota
 from tracker.render import FORMATS, UnknownLanguage, language
-from tracker.reports import rendered, resolve
+from tracker.reports import rendered
 from tracker.window import WindowError
 
 blueprint = Blueprint("api", __name__)

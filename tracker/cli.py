@@ -197,9 +197,9 @@ def snapshot(repo: str, month: str, cutoff: str | None) -> None:
 
 
 def _print_report(repo: str, month: str, cutoff: str | None, lang: str, fmt: str) -> None:
-    from tracker.months import UnknownRepository
+    from tracker.months import UnknownRepository, resolve
     from tracker.render import UnknownLanguage, language
-    from tracker.reports import rendered, resolve
+    from tracker.reports import rendered
     from tracker.window import WindowError
     from workers.runtime import Runtime
 

@@ -8,56 +8,31 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
-from datetime import date
 
 from redis import Redis
 
 from tracker import __version__
 from tracker.config import TrackerConfig
-from tracker.months import UnknownRepository
+from tracker.months import MonthRequest, snapshot_for
 from tracker.render import render
 from tracker.report import Report, build_report
-from tracker.snapshot import build_snapshot
 from tracker.state import MonthState
-from tracker.window import Window, resolve_window, today_in
 
 log = logging.getLogger(__name__)
 CACHE_SECONDS = 24 * 3600
 
 
-@dataclass(frozen=True)
-class ReportRequest:
-    repo: str  # as the repository spells itself
-    window: Window
-
-
-def resolve(
-    state: MonthState, config: TrackerConfig, repo: str, month: str, cutoff: str | None, today: date | None = None
-) -> ReportRequest:
-    """Raises UnknownRepository, or window.WindowError for a bad month or cutoff."""
-    stored = state.repository_name(repo)
-    if stored is None:
-        raise UnknownRepository(f"no deliveries have been received for {repo}")
-    tz = config.timezone_for(stored)
-    return ReportRequest(stored, resolve_window(month, cutoff, tz, today if today is not None else today_in(tz)))
-
-
-def load_report(state: MonthState, config: TrackerConfig, request: ReportRequest) -> Report:
-    window = request.window
-    inputs = state.month_inputs(request.repo, str(window.month), window.end)
-    snapshot = build_snapshot(
-        request.repo, window, inputs.timelines, inputs.versions, inputs.verdicts, config.rules_for(request.repo)
-    )
+def load_report(state: MonthState, config: TrackerConfig, request: MonthRequest) -> Report:
+    snapshot = snapshot_for(state, config, request)
     heads = {pr.status.number: pr.version.head_sha for pr in snapshot.pull_requests if pr.version}
-    paths = state.head_paths(request.repo, str(window.month), heads)
+    paths = state.head_paths(request.repo, str(request.window.month), heads)
     return build_report(snapshot, paths, config.themes_for(request.repo))
 
 
 def rendered(
     state: MonthState,
     config: TrackerConfig,
-    request: ReportRequest,
+    request: MonthRequest,
     fmt: str,
     lang: str,
     cache: Redis | None = None,

@@ -94,6 +94,7 @@ def build_snapshot(
     versions: Mapping[int, AttributeVersion],
     verdicts: Mapping[tuple[int, str], HeadVerdict] | None = None,
     rules: Rules | None = None,
+    unavailable: frozenset[tuple[int, str]] = frozenset(),
 ) -> MonthSnapshot:
     """`timelines` holds every known fact of each candidate PR (before and after the window);
     PRs without activity inside the window are left out. Each PR is classified by the verdict of
@@ -114,6 +115,9 @@ def build_snapshot(
         category, evidence = classify_pull_request(
             verdict, version.title if version else "", version.labels if version else (), rules
         )
+        if version is not None and (number, version.head_sha) in unavailable:
+            # GitHub no longer has this head's files (deleted fork, force-pushed away): say so.
+            evidence = {"rule": "files_unavailable", "head_sha": version.head_sha}
         pull_requests.append(
             PullRequestSnapshot(
                 status=status,

@@ -18,7 +18,7 @@ from tracker.attributes import AttributeVersion, version_at
 from tracker.classify import HeadVerdict
 from tracker.database import insert_ignoring_duplicates
 from tracker.derive import Derivation, repository_key
-from tracker.heads import verdict_from_row
+from tracker.heads import UNAVAILABLE, verdict_from_row
 from tracker.ledger import PROCESSED, now_ms
 from tracker.schema import (
     DERIVED_TABLES,
@@ -34,6 +34,7 @@ from tracker.schema import (
     repositories,
     wanted_heads,
 )
+from tracker.schema import heads as head_table
 from tracker.timeline import Fact, FactKind
 
 
@@ -44,6 +45,7 @@ class MonthInputs:
     timelines: dict[int, list[Fact]]
     versions: dict[int, AttributeVersion]
     verdicts: dict[tuple[int, str], HeadVerdict]  # (number, head sha)
+    unavailable: frozenset[tuple[int, str]] = frozenset()  # heads whose files GitHub no longer has
 
 
 class MonthState:
@@ -167,11 +169,27 @@ class MonthState:
                 if heads
                 else []
             )
+            gone = (
+                conn.execute(
+                    select(head_table.c.number, head_table.c.head_sha).where(
+                        head_table.c.repo == repo,
+                        head_table.c.source == UNAVAILABLE,
+                        tuple_(head_table.c.number, head_table.c.head_sha).in_(heads),
+                    )
+                ).all()
+                if heads
+                else []
+            )
         timelines: dict[int, list[Fact]] = defaultdict(list)
         for number, kind, at in fact_rows:
             timelines[number].append(Fact(FactKind(kind), at))
         verdicts = {(row.number, row.head_sha): verdict_from_row(row) for row in verdict_rows}
-        return MonthInputs(timelines=dict(timelines), versions=versions, verdicts=verdicts)
+        return MonthInputs(
+            timelines=dict(timelines),
+            versions=versions,
+            verdicts=verdicts,
+            unavailable=frozenset((number, sha) for number, sha in gone),
+        )
 
 
 def _version_candidates(
