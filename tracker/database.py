@@ -107,6 +107,4 @@ def insert_ignoring_duplicates(conn: Connection, table: Table, rows: Sequence[di
     dialect = sqlite if conn.dialect.name == "sqlite" else postgresql
     key = list(table.primary_key.columns)[0]
     statement = dialect.insert(table).on_conflict_do_nothing().returning(key)
-    if len(rows) == 1:
-        return len(conn.execute(statement, rows[0]).all())
-    return len(conn.execute(statement, list(rows)).all())
+    return len(conn.execute(statement, rows[0] if len(rows) == 1 else list(rows)).all())

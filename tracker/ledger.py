@@ -12,6 +12,7 @@ from sqlalchemy import Engine, func, select, update
 
 from tracker.database import insert_ignoring_duplicates
 from tracker.schema import deliveries, hooks
+from tracker.window import iso_utc
 
 PENDING, PROCESSED, FAILED = "pending", "processed", "failed"
 
@@ -187,8 +188,8 @@ class Ledger:
                 "type": r.hook_type,
                 "events": json.loads(r.events),
                 "target": r.target,
-                "first_ping_at": _iso_ms(r.first_ping_at),
-                "last_ping_at": _iso_ms(r.last_ping_at),
+                "first_ping_at": iso_utc(r.first_ping_at // 1000),
+                "last_ping_at": iso_utc(r.last_ping_at // 1000),
                 "pings": r.pings,
             }
             for r in rows
@@ -246,7 +247,3 @@ def _delivery(row: Any) -> Delivery:
         body=bytes(row["body"]),
         received_at=row["received_at"],
     )
-
-
-def _iso_ms(ms: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))

@@ -8,6 +8,7 @@ from typing import Any
 from redis import Redis
 
 from tracker.github import RateLimitState
+from tracker.window import iso_utc
 
 _RATE = "tracker:github:rate"
 _COUNTS = "tracker:github:requests"
@@ -54,13 +55,11 @@ class Quota:
         return {
             "limit": int(rate["limit"]) if "limit" in rate else None,
             "remaining": int(rate["remaining"]) if "remaining" in rate else None,
-            "reset": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(reset)) if reset else None,
+            "reset": iso_utc(reset) if reset else None,
             "resource": rate.get("resource"),
             "requests": counts.get("answered", 0) + counts.get("not_modified", 0),
             "not_modified": counts.get("not_modified", 0),
-            "blocked_until": (
-                time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(blocked)) if blocked > time.time() else None
-            ),
+            "blocked_until": (iso_utc(int(blocked)) if blocked > time.time() else None),
         }
 
 

@@ -112,14 +112,6 @@ class Report:
     days: tuple[Day, ...]
     themed: bool  # themes came from a taxonomy (else from the code layout)
 
-    @property
-    def delivered(self) -> Section:
-        return self.sections[0]
-
-    @property
-    def in_progress(self) -> Section:
-        return self.sections[1]
-
     def placement(self) -> dict[int, dict[str, Any]]:
         """Where each narrated PR stands: section, theme id, highlight id and its change's members."""
         placed = {}

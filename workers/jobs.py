@@ -67,11 +67,16 @@ def fetch_head_files(full_name: str, number: int, head_sha: str, base_sha: str, 
             fetch_done(queue, repo, number, head_sha)
         return "already known"
     quota = Quota(runtime.redis) if runtime.redis is not None else None
+
+    def again(at: float, next_attempt: int) -> None:
+        assert queue is not None
+        enqueue_head_fetch(
+            queue, full_name, repo, number, head_sha, base_sha, at=at, attempt=next_attempt, reschedule=True
+        )
+
     blocked = quota.blocked_until() if quota is not None else 0.0
     if queue is not None and blocked > time.time():
-        enqueue_head_fetch(
-            queue, full_name, repo, number, head_sha, base_sha, at=blocked, attempt=attempt, reschedule=True
-        )
+        again(blocked, attempt)
         return "waiting for the rate limit"
     try:
         with runtime.github() as client:
@@ -82,26 +87,14 @@ def fetch_head_files(full_name: str, number: int, head_sha: str, base_sha: str, 
         if queue is None or quota is None:
             raise
         quota.block_until(exc.retry_at)
-        enqueue_head_fetch(
-            queue, full_name, repo, number, head_sha, base_sha, at=exc.retry_at, attempt=attempt, reschedule=True
-        )
+        again(exc.retry_at, attempt)
         return f"waiting for the {exc.kind} rate limit"
     except Unavailable:
         if queue is None or attempt + 1 >= FETCH_ATTEMPTS:
             raise
         # Exponential backoff with jitter: 30 s, 1 min, 2 min, ... up to an hour.
         delay = min(3600.0, runtime.github_backoff * 2**attempt) * random.uniform(0.75, 1.25)
-        enqueue_head_fetch(
-            queue,
-            full_name,
-            repo,
-            number,
-            head_sha,
-            base_sha,
-            at=time.time() + delay,
-            attempt=attempt + 1,
-            reschedule=True,
-        )
+        again(time.time() + delay, attempt + 1)
         return f"GitHub unavailable; trying again in {delay:.0f} s"
     except RequestRefused as exc:
         if exc.status not in (404, 410, 422):
