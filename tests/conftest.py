@@ -44,6 +44,28 @@ MEGATRON = SHARED / "data" / "megatron" / "merged-prs-2026-03-to-06.jsonl"
 DATABASES = ["sqlite"] + (["postgresql"] if os.environ.get("TRACKER_TEST_DATABASE_URL") else [])
 
 
+# Every variable Settings reads.
+TRACKER_ENVIRONMENT = (
+    "TRACKER_WEBHOOK_SECRET",
+    "TRACKER_ADMIN_TOKEN",
+    "TRACKER_DATA_DIR",
+    "TRACKER_DATABASE_URL",
+    "REDIS_URL",
+    "GITHUB_TOKEN",
+    "GITHUB_API_URL",
+    "TRACKER_TIMEZONE",
+    "TRACKER_CONFIG",
+)
+
+
+@pytest.fixture
+def no_tracker_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """None of the tracker's variables set, and no stray .env file in the working directory."""
+    for name in TRACKER_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture(scope="session")
 def redis_server_url() -> Iterator[str]:
     configured = os.environ.get("TRACKER_TEST_REDIS_URL")

@@ -9,23 +9,7 @@ import pytest
 from tracker.config import RepositoryConfig, TrackerConfig, load_config
 from tracker.settings import SettingsError, load_settings
 
-ENVIRONMENT = (
-    "TRACKER_WEBHOOK_SECRET",
-    "TRACKER_ADMIN_TOKEN",
-    "TRACKER_DATA_DIR",
-    "TRACKER_DATABASE_URL",
-    "REDIS_URL",
-    "GITHUB_TOKEN",
-    "GITHUB_API_URL",
-    "TRACKER_TIMEZONE",
-    "TRACKER_CONFIG",
-)
-
-
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ENVIRONMENT:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_tracker_environment")
 
 
 def write(tmp_path: Path, text: str) -> Path:

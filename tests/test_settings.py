@@ -8,25 +8,7 @@ import pytest
 
 from tracker.settings import Settings, SettingsError, load_settings
 
-ENVIRONMENT = (
-    "TRACKER_WEBHOOK_SECRET",
-    "TRACKER_ADMIN_TOKEN",
-    "TRACKER_DATA_DIR",
-    "TRACKER_DATABASE_URL",
-    "REDIS_URL",
-    "GITHUB_TOKEN",
-    "GITHUB_API_URL",
-    "TRACKER_TIMEZONE",
-    "TRACKER_CONFIG",
-)
-
-
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ENVIRONMENT:
-        monkeypatch.delenv(name, raising=False)
-    # No stray .env file can leak in from the working directory.
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("no_tracker_environment")
 
 
 def test_everything_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
