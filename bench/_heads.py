@@ -25,9 +25,9 @@ class HeadsUnsupported(RuntimeError):
 def store_heads(engine: Any, config: Any, full_name: str, heads: Iterable[tuple[int, str, str]]) -> int:
     """Store the files of each (number, head sha, title); how many heads were new."""
     try:
-        from tracker.classify import ChangedFile
-        from tracker.derive import repository_key
-        from tracker.heads import PULLS, HeadStore
+        from tracker.core.classify import ChangedFile
+        from tracker.core.repository import repository_key
+        from tracker.store.heads import PULLS, HeadStore
     except ImportError as exc:
         raise HeadsUnsupported(f"this tree has no head files to store ({exc})") from exc
     by_title = {pr.title: pr.files for pr in real_pull_requests()}

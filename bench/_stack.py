@@ -31,10 +31,10 @@ from redis import Redis
 from sqlalchemy import Engine, select
 from sqlalchemy import func as sql_func
 
-from tracker.database import connect
 from tracker.embedded_redis import EmbeddedRedis
-from tracker.schema import deliveries, metadata
 from tracker.settings import Settings, load_settings
+from tracker.store.database import connect
+from tracker.store.schema import deliveries, metadata
 
 SECRET = "bench-webhook-secret"
 

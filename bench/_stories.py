@@ -267,7 +267,7 @@ def ledger_row(delivery: StoredDelivery) -> dict[str, object]:
 
 def ledger_delivery(delivery: StoredDelivery) -> Any:
     """The tracker.ledger.Delivery the webhook would have stored."""
-    from tracker.ledger import Delivery
+    from tracker.store.ledger import Delivery
 
     return Delivery(
         id=delivery.id,

@@ -31,12 +31,12 @@ from rq import SimpleWorker  # noqa: E402
 
 from tests.factory import PullRequestStory  # noqa: E402
 from tests.fake_github import FakeGitHub  # noqa: E402
-from tracker.app import create_app, services  # noqa: E402
-from tracker.classify import ChangedFile, Rules, classify_head  # noqa: E402
+from tracker.core.classify import ChangedFile, Rules, classify_head  # noqa: E402
 from tracker.embedded_redis import EmbeddedRedis  # noqa: E402
-from tracker.queue import github_queue  # noqa: E402
 from tracker.settings import load_settings  # noqa: E402
-from tracker.signature import sign  # noqa: E402
+from tracker.web.app import create_app  # noqa: E402
+from tracker.web.context import services  # noqa: E402
+from tracker.web.signature import sign  # noqa: E402
 from workers import runtime  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "megatron" / "merged-prs-2026-03-to-06.jsonl"
@@ -95,8 +95,8 @@ def replay_month(count: int, seed: int) -> None:
             client = app.test_client()
             with app.app_context():
                 s = services()
-                runtime.install(runtime.Runtime(s.ledger, s.state, s.config, github_api_url=github.url, redis=s.redis))
-                queues = [s.queue, github_queue(s.redis)]
+                runtime.install(s)
+                queues = [s.delivery_queue, s.github_queue]
             deliveries = 0
             pages_needed = 0
             heads = 0
@@ -140,10 +140,7 @@ def replay_month(count: int, seed: int) -> None:
             )
             print(f"requests other than files pages (head checks, compare): {other}")
             with app.app_context():
-                pending = sum(
-                    1
-                    for head in __import__("tracker.heads", fromlist=["HeadStore"]).HeadStore(s.state.engine).missing()
-                )
+                pending = len(s.heads.missing())
             print(f"heads still without files: {pending} (target 0)")
         finally:
             runtime.install(None)

@@ -37,8 +37,8 @@ from rq import Queue
 from sqlalchemy import select
 
 from tracker.queue import QUEUE_NAME
-from tracker.schema import deliveries
-from tracker.signature import sign
+from tracker.store.schema import deliveries
+from tracker.web.signature import sign
 
 HERE = Path(__file__).resolve().parent
 THROUGHPUT_TARGET = 1_000.0

@@ -14,9 +14,9 @@ from typing import Any
 
 from flask import Flask, request
 
-from tracker.app import create_app
-from tracker.server import WebServer
 from tracker.settings import Settings, load_settings
+from tracker.web.app import create_app
+from tracker.web.server import WebServer
 
 
 def create_bench_app(settings: Settings | None = None) -> Flask:

@@ -29,9 +29,9 @@ from _stories import REPO, ledger_row, plan_months, stories
 from sqlalchemy import func, select
 
 from tracker.config import load_config
-from tracker.database import is_sqlite
-from tracker.ledger import Ledger
-from tracker.schema import deliveries, pr_facts, pr_versions
+from tracker.store.database import is_sqlite
+from tracker.store.ledger import Ledger
+from tracker.store.schema import deliveries, pr_facts, pr_versions
 
 TARGET_SECONDS = 120.0
 BYTES_PER_DELIVERY = 32 * 1024  # the body, its row and index entries, with room to spare

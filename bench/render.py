@@ -31,18 +31,18 @@ sys.path.insert(0, str(ROOT))
 
 from tests.factory import PullRequestStory  # noqa: E402
 from tests.scenario import REPO, real_prs  # noqa: E402
-from tracker.classify import ChangedFile  # noqa: E402
 from tracker.config import load_config  # noqa: E402
-from tracker.database import connect  # noqa: E402
+from tracker.core.classify import ChangedFile  # noqa: E402
 from tracker.embedded_redis import EmbeddedRedis  # noqa: E402
-from tracker.heads import HeadStore  # noqa: E402
-from tracker.ledger import Delivery, Ledger, now_ms  # noqa: E402
-from tracker.months import load_snapshot, resolve  # noqa: E402
 from tracker.queue import connect_redis  # noqa: E402
-from tracker.rebuild import rebuild  # noqa: E402
-from tracker.reports import rendered  # noqa: E402
+from tracker.reports.cache import rendered  # noqa: E402
+from tracker.reports.loading import load_snapshot, resolve  # noqa: E402
 from tracker.settings import load_settings  # noqa: E402
-from tracker.state import MonthState  # noqa: E402
+from tracker.store.database import connect  # noqa: E402
+from tracker.store.heads import HeadStore  # noqa: E402
+from tracker.store.ledger import Delivery, Ledger, now_ms  # noqa: E402
+from tracker.store.month_state import MonthState  # noqa: E402
+from tracker.store.rebuild import rebuild  # noqa: E402
 
 CONFIG = ROOT / "examples" / "megatron-lm.yaml"
 

@@ -32,16 +32,16 @@ from _stories import REPO, ledger_delivery, plan_months, previous_month, stories
 from sqlalchemy import func, select
 
 from tracker.config import load_config
-from tracker.ledger import Ledger
-from tracker.months import load_snapshot, snapshot_json
-from tracker.rebuild import rebuild
-from tracker.schema import month_activity, pr_facts, pr_versions
-from tracker.snapshot import build_snapshot
-from tracker.state import MonthState
-from tracker.window import Month, month_window
+from tracker.core.snapshot import build_snapshot
+from tracker.core.window import Month, month_window
+from tracker.reports.loading import load_snapshot, snapshot_json
+from tracker.store.ledger import Ledger
+from tracker.store.month_state import MonthState
+from tracker.store.rebuild import rebuild
+from tracker.store.schema import month_activity, pr_facts, pr_versions
 
-try:  # derived tables key repositories by a case-folded name (tracker.derive.repository_key)
-    from tracker.derive import repository_key
+try:  # derived tables key repositories by a case-folded name (tracker.core.repository.repository_key)
+    from tracker.core.repository import repository_key
 except ImportError:  # older trees stored the name as given
 
     def repository_key(full_name: str) -> str:

@@ -30,10 +30,10 @@ from rq import Queue
 from rq.registry import FinishedJobRegistry, StartedJobRegistry
 from sqlalchemy import func, select, update
 
-from tracker.ledger import PENDING, Ledger
 from tracker.queue import delivery_queue, enqueue_deliveries
-from tracker.schema import deliveries, pr_facts, pr_versions
-from tracker.state import MonthState
+from tracker.store.ledger import PENDING, Ledger
+from tracker.store.month_state import MonthState
+from tracker.store.schema import deliveries, pr_facts, pr_versions
 
 HERE = Path(__file__).resolve().parent
 

@@ -25,12 +25,13 @@ from redis import Redis
 from rq import SimpleWorker
 from sqlalchemy import create_engine
 
-from tracker.app import create_app, services
 from tracker.embedded_redis import EmbeddedRedis
 from tracker.queue import github_queue
-from tracker.schema import metadata
 from tracker.settings import Settings, load_settings
-from tracker.signature import sign
+from tracker.store.schema import metadata
+from tracker.web.app import create_app
+from tracker.web.context import services
+from tracker.web.signature import sign
 from workers import runtime
 
 SECRET = "test-webhook-secret"
@@ -156,17 +157,13 @@ def running_app(settings: Settings) -> Iterator[Flask]:
     app = create_app(settings)
     app.config["TESTING"] = True
     with app.app_context():
-        s = services()
-        runtime.install(
-            runtime.Runtime(s.ledger, s.state, s.config, github_api_url=s.settings.github_api_url, redis=s.redis)
-        )
+        built = services()
+    runtime.install(built)  # the same services object the web app uses
     try:
         yield app
     finally:
         runtime.install(None)
-        with app.app_context():
-            services().ledger.engine.dispose()
-            services().redis.close()
+        built.close()
 
 
 @pytest.fixture
@@ -210,7 +207,7 @@ def run_jobs(app: Flask) -> None:
     """Run every queued job in this process, deliveries first (RQ's own tests do the same)."""
     with app.app_context():
         s = services()
-        queues = [s.queue, github_queue(s.redis)]
+        queues = [s.delivery_queue, github_queue(s.redis)]
         while any(q.count for q in queues):
             SimpleWorker(queues, connection=s.redis).work(burst=True, with_scheduler=False)
 
@@ -223,7 +220,7 @@ def release_due_jobs(app: Flask) -> int:
     released = 0
     with app.app_context():
         s = services()
-        for queue in (s.queue, github_queue(s.redis)):
+        for queue in (s.delivery_queue, github_queue(s.redis)):
             registry = ScheduledJobRegistry(queue=queue, connection=s.redis)  # type: ignore[no-untyped-call]
             for job_id in registry.get_jobs_to_schedule(int(time.time())):
                 job = queue.fetch_job(job_id)

@@ -10,9 +10,9 @@ from flask.testing import FlaskClient
 
 from tests.conftest import post, run_jobs
 from tests.factory import PullRequestStory
-from tracker.app import create_app
+from tracker.core.window import today_in
 from tracker.settings import Settings
-from tracker.window import today_in
+from tracker.web.app import create_app
 
 
 def at(text: str) -> datetime:
@@ -165,7 +165,7 @@ def test_healthz_503_when_redis_is_unreachable(settings: Settings) -> None:
 def test_healthz_503_when_the_ledger_is_unreachable(app: Flask, client: FlaskClient) -> None:
     from sqlalchemy import create_engine
 
-    from tracker.app import services
+    from tracker.web.context import services
 
     with app.app_context():
         ledger = services().ledger

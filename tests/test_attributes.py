@@ -10,8 +10,8 @@ import pytest
 
 from tests.conftest import WEBHOOKS
 from tests.factory import pr_payload
-from tracker.attributes import AttributeVersion, version_at, version_of
-from tracker.payloads import parse_pull_request_event
+from tracker.core.attributes import AttributeVersion, version_at, version_of
+from tracker.core.payloads import parse_pull_request_event
 
 
 def make(at: int, delivery_id: str, title: str | None = None) -> AttributeVersion:

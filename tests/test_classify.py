@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from tracker.classify import (
+from tracker.config import ClassificationConfig, TrackerConfig
+from tracker.core.classify import (
     DEFAULT_CI_PATHS,
     DEFAULT_FORMAT_PATTERN,
     DEFAULT_TEST_PATHS,
@@ -28,7 +29,6 @@ from tracker.classify import (
     matches,
     whitespace_only,
 )
-from tracker.config import ClassificationConfig, TrackerConfig
 
 RULES = Rules()
 SHA = "5e1f0c3a9b7d2e4f6a8c0b1d3e5f7a9c2b4d6e8f"

@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import SECRET, WEBHOOKS, show_head_to_github
 from tests.factory import PullRequestStory
-from tracker.signature import sign
+from tracker.web.signature import sign
 
 TRACKER = [sys.executable, "-m", "tracker"]
 

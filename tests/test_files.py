@@ -15,9 +15,9 @@ from flask.testing import FlaskClient
 from tests.conftest import post, release_due_jobs, run_jobs
 from tests.factory import PullRequestStory
 from tests.fake_github import FakeGitHub, Scripted
-from tracker.app import services
 from tracker.config import load_config
-from tracker.rebuild import rebuild
+from tracker.store.rebuild import rebuild
+from tracker.web.context import services
 from workers import runtime
 
 REPO = "NVIDIA/Megatron-LM"
@@ -80,7 +80,7 @@ def test_pending_until_the_files_arrive(app: Flask, client: FlaskClient, github:
         from rq import SimpleWorker
 
         s = services()
-        SimpleWorker([s.queue], connection=s.redis).work(burst=True)  # deliveries only, not GitHub
+        SimpleWorker([s.delivery_queue], connection=s.redis).work(burst=True)  # deliveries only, not GitHub
     document = snapshot(client)
     assert document["pending_classification"] == 1
     assert by_number(document)[1]["category"] == "pending"
@@ -195,7 +195,7 @@ def test_rate_limits_and_outages_delay_but_never_lose_or_double_count(
     with app.app_context():
         from sqlalchemy import func, select
 
-        from tracker.schema import head_files, heads
+        from tracker.store.schema import head_files, heads
 
         with services().ledger.engine.connect() as conn:
             assert conn.execute(select(func.count()).select_from(heads)).scalar_one() == 4
@@ -225,7 +225,7 @@ def test_a_rate_limit_holds_every_fetch_back(app: Flask, client: FlaskClient, gi
     with app.app_context():
         from workers.sweep import sweep
 
-        sweep(services().ledger, services().queue, grace_seconds=0)
+        sweep(services(), grace_seconds=0)
     assert client.get("/api/v1/status").json["github"]["waiting_jobs"] == 3  # the sweep adds none
     assert snapshot(client)["pending_classification"] == 3
 
@@ -238,9 +238,9 @@ def test_the_sweep_asks_again_for_files_lost_with_redis(app: Flask, client: Flas
         from workers.sweep import sweep
 
         s = services()
-        SimpleWorker([s.queue], connection=s.redis).work(burst=True)
+        SimpleWorker([s.delivery_queue], connection=s.redis).work(burst=True)
         s.redis.flushdb()  # the fetch job is gone
-        sweep(s.ledger, s.queue, grace_seconds=0)
+        sweep(s, grace_seconds=0)
     run_jobs(app)
     assert snapshot(client)["pending_classification"] == 0
 

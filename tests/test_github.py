@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.fake_github import FakeGitHub, Scripted
-from tracker.github import GitHubClient, RateLimited, RequestRefused, Unavailable
+from tracker.github.client import GitHubClient, RateLimited, RequestRefused, Unavailable
 
 REPO = "NVIDIA/Megatron-LM"
 

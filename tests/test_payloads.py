@@ -12,7 +12,7 @@ from urllib.parse import quote_plus, urlencode
 import pytest
 
 from tests.conftest import WEBHOOKS
-from tracker.payloads import (
+from tracker.core.payloads import (
     IncompleteBody,
     MalformedBody,
     check_shape,

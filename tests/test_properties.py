@@ -25,15 +25,20 @@ from hypothesis import strategies as st
 
 from tests import factory
 from tests.factory import PullRequestStory
-from tracker.classify import ChangedFile, Rules
 from tracker.config import TrackerConfig
-from tracker.database import connect
-from tracker.heads import HeadStore
-from tracker.ledger import Delivery, Ledger, now_ms
-from tracker.months import load_snapshot, snapshot_json
-from tracker.state import MonthState
+from tracker.core.classify import ChangedFile, Rules
+from tracker.reports.loading import load_snapshot, snapshot_json
+from tracker.services import Services
+from tracker.settings import load_settings
+from tracker.store.database import connect
+from tracker.store.heads import HeadStore
+from tracker.store.ledger import Delivery, Ledger, now_ms
+from tracker.store.month_state import MonthState
 from workers import runtime
 from workers.jobs import process_delivery
+
+# Jobs here run without Redis or GitHub: only the ledger and the derived state are used.
+PURE_SETTINGS = load_settings(webhook_secret="unused")
 
 REPO = "NVIDIA/Megatron-LM"
 FORM = "application/x-www-form-urlencoded"
@@ -202,7 +207,7 @@ def fresh_tracker() -> Iterator[Tracker]:
     with tempfile.TemporaryDirectory(prefix="trk-prop-") as directory:
         engine = connect(f"sqlite:///{Path(directory) / 'ledger.sqlite3'}")
         ledger, state = Ledger(engine), MonthState(engine)
-        runtime.install(runtime.Runtime(ledger, state, TrackerConfig()))
+        runtime.install(Services(PURE_SETTINGS, TrackerConfig(), ledger, state))
         try:
             yield Tracker(ledger, state)
         finally:
@@ -317,7 +322,7 @@ def month_story() -> list[factory.Delivery]:
 def test_the_reference_counts_what_semantics_says(tmp_path: Path) -> None:
     engine = connect(f"sqlite:///{tmp_path / 'ledger.sqlite3'}")
     tracker = Tracker(Ledger(engine), MonthState(engine))
-    runtime.install(runtime.Runtime(tracker.ledger, tracker.state, TrackerConfig()))
+    runtime.install(Services(PURE_SETTINGS, TrackerConfig(), tracker.ledger, tracker.state))
     try:
         run_in_order(tracker, [as_ledger_delivery(d, form=False) for d in month_story()])
         documents: dict[tuple[str, str | None], Any] = {

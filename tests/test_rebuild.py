@@ -10,9 +10,9 @@ from flask.testing import FlaskClient
 
 from tests.conftest import post, run_jobs
 from tests.factory import PullRequestStory
-from tracker.app import services
-from tracker.months import load_snapshot, snapshot_json
-from tracker.rebuild import rebuild
+from tracker.reports.loading import load_snapshot, snapshot_json
+from tracker.store.rebuild import rebuild
+from tracker.web.context import services
 
 MONTHS = [("2026-09", "2026-09-13"), ("2026-09", None), ("2026-10", "2026-10-05"), ("2026-08", None)]
 

@@ -16,9 +16,9 @@ from flask.testing import FlaskClient
 from tests.conftest import post, run_jobs, running_app
 from tests.fake_github import FakeGitHub
 from tests.scenario import REPO, deliver, megatron_month
-from tracker.app import services
-from tracker.rebuild import rebuild
 from tracker.settings import Settings
+from tracker.store.rebuild import rebuild
+from tracker.web.context import services
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_CONFIG = ROOT / "examples" / "megatron-lm.yaml"

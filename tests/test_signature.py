@@ -7,7 +7,7 @@ import hmac
 
 import pytest
 
-from tracker.signature import is_valid, sign
+from tracker.web.signature import is_valid, sign
 
 # GitHub's published test vector ("Validating webhook deliveries", "Testing the webhook payload validation").
 VECTOR_SECRET = b"It's a Secret to Everybody"

@@ -13,12 +13,12 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from tracker.attributes import AttributeVersion
-from tracker.classify import Category, HeadVerdict
-from tracker.snapshot import MonthSnapshot, build_snapshot
-from tracker.stats import MonthStats, PullRequestStatus, assess
-from tracker.timeline import Fact, FactKind, PRState
-from tracker.window import Month, Window, month_window
+from tracker.core.attributes import AttributeVersion
+from tracker.core.classify import Category, HeadVerdict
+from tracker.core.snapshot import MonthSnapshot, build_snapshot
+from tracker.core.stats import MonthStats, PullRequestStatus, assess
+from tracker.core.timeline import Fact, FactKind, PRState
+from tracker.core.window import Month, Window, month_window
 
 SHANGHAI = "Asia/Shanghai"
 WINDOW = month_window(Month(2026, 9), date(2026, 9, 13), SHANGHAI)

@@ -19,10 +19,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import SHARED
-from tracker.classify import Category, ChangedFile, Rules, classify_head
-from tracker.config import HighlightConfig, ThemeConfig, TrackerConfig, load_config
+from tracker.config import TrackerConfig, load_config
+from tracker.core.classify import Category, ChangedFile, Rules, classify_head
+from tracker.core.taxonomy import HighlightConfig, ThemeConfig
+from tracker.core.themes import LAYOUT_PREFIX, ThemeChoice, choose_theme, is_auxiliary, layout_theme, title_scope
 from tracker.settings import load_settings
-from tracker.themes import LAYOUT_PREFIX, ThemeChoice, choose_theme, is_auxiliary, layout_theme, title_scope
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "megatron-lm.yaml"
 MEGATRON = SHARED / "data/megatron/merged-prs-2026-03-to-06.jsonl"

@@ -16,9 +16,9 @@ import pytest
 
 from tests.conftest import WEBHOOKS
 from tests.factory import pr_payload
-from tracker.payloads import parse_pull_request_event
-from tracker.timeline import Activity, Fact, FactKind, PRState, facts_of, ordered, state_before
-from tracker.window import Month, month_window
+from tracker.core.payloads import parse_pull_request_event
+from tracker.core.timeline import Activity, Fact, FactKind, PRState, facts_of, ordered, state_before
+from tracker.core.window import Month, month_window
 
 OPENED, COMMIT, CLOSED, REOPENED, MERGED = (
     FactKind.OPENED,

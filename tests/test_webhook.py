@@ -19,9 +19,9 @@ from tests.conftest import (
     show_head_to_github,
     signed_headers,
 )
-from tracker.app import MAX_BODY_BYTES, services
-from tracker.schema import deliveries, hooks
-from tracker.signature import sign
+from tracker.store.schema import deliveries, hooks
+from tracker.web.context import MAX_BODY_BYTES, services
+from tracker.web.signature import sign
 
 PR_FIXTURES = sorted(WEBHOOKS.glob("pull_request.*.json")) + sorted((WEBHOOKS / "ghes-3.5").glob("*.json"))
 
@@ -33,7 +33,7 @@ def stored_count(app: Flask) -> int:
 
 def queued(app: Flask) -> int:
     with app.app_context():
-        return services().queue.count
+        return services().delivery_queue.count
 
 
 def test_every_fixture_delivery_is_accepted_and_processed(app: Flask, client: FlaskClient) -> None:
@@ -205,7 +205,7 @@ def test_accepted_while_redis_is_down_is_kept_for_the_sweep(app: Flask, client: 
     from workers.sweep import sweep
 
     with app.app_context():
-        queue = services().queue
+        queue = services().delivery_queue
     working = queue.connection
     queue.connection = connect_redis("redis://127.0.0.1:1/0")
     try:
@@ -216,7 +216,7 @@ def test_accepted_while_redis_is_down_is_kept_for_the_sweep(app: Flask, client: 
     assert stored_count(app) == 1
     assert queued(app) == 0
     with app.app_context():
-        assert sweep(services().ledger, services().queue, grace_seconds=0) == 1
+        assert sweep(services(), grace_seconds=0) == 1
     run_jobs(app)
     assert client.get("/api/v1/status").json["deliveries"]["processed"] == 1
 

@@ -10,7 +10,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from tracker.window import Month, WindowError, month_of, month_window, resolve_window, today_in
+from tracker.core.window import Month, WindowError, month_of, month_window, resolve_window, today_in
 
 SHANGHAI = "Asia/Shanghai"
 NEW_YORK = "America/New_York"

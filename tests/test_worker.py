@@ -23,10 +23,10 @@ from sqlalchemy import Engine, text
 from tests.conftest import fixture_payload, post, run_jobs
 from tests.factory import PullRequestStory
 from tracker import queue as delivery_queue_module
-from tracker.app import services
-from tracker.months import load_snapshot, snapshot_json
-from tracker.rebuild import rebuild
+from tracker.reports.loading import load_snapshot, snapshot_json
 from tracker.settings import Settings
+from tracker.store.rebuild import rebuild
+from tracker.web.context import services
 from workers.jobs import process_delivery
 from workers.sweep import sweep
 
@@ -121,9 +121,9 @@ def test_the_sweep_recovers_a_lost_queue(app: Flask, client: FlaskClient) -> Non
     with app.app_context():
         s = services()
         s.redis.flushdb()  # Redis lost every queued job
-        assert s.queue.count == 0
-        assert sweep(s.ledger, s.queue, grace_seconds=3600) == 0  # too young to be swept
-        assert sweep(s.ledger, s.queue, grace_seconds=0) == total
+        assert s.delivery_queue.count == 0
+        assert sweep(s, grace_seconds=3600) == 0  # too young to be swept
+        assert sweep(s, grace_seconds=0) == total
     run_jobs(app)
     assert client.get("/api/v1/status").json["deliveries"]["processed"] == total
     assert json.loads(september(app))["stats"] == EXPECTED_STATS
@@ -160,7 +160,7 @@ def test_a_worker_killed_mid_job_loses_nothing(app: Flask, client: FlaskClient, 
     total = post_all(client)
     with app.app_context():
         s = services()
-    started = StartedJobRegistry(queue=s.queue, connection=s.queue.connection)
+    started = StartedJobRegistry(queue=s.delivery_queue, connection=s.delivery_queue.connection)
     with writes_blocked(s.ledger.engine):
         worker = worker_process(settings)
         try:
@@ -197,6 +197,6 @@ def test_the_sweep_leaves_queued_deliveries_alone(app: Flask, client: FlaskClien
     total = post_all(client)
     with app.app_context():
         s = services()
-        assert s.queue.count == total
-        assert sweep(s.ledger, s.queue, grace_seconds=0) == 0  # every job is still waiting
-        assert s.queue.count == total  # nothing queued twice (a worker start sweeps like this)
+        assert s.delivery_queue.count == total
+        assert sweep(s, grace_seconds=0) == 0  # every job is still waiting
+        assert s.delivery_queue.count == total  # nothing queued twice (a worker start sweeps like this)

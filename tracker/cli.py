@@ -2,41 +2,78 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
+import signal
 import sys
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import click
-from rq import Queue
 
 from tracker.settings import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from tracker.services import Services
 
 log = logging.getLogger("tracker")
 
 
-def _queue(settings: Settings) -> Queue:
-    """The delivery queue on the configured (or running embedded) Redis."""
-    from tracker.embedded_redis import redis_url
-    from tracker.queue import connect_redis, delivery_queue
-
-    try:
-        return delivery_queue(connect_redis(redis_url(settings)))
-    except SettingsError as exc:
-        raise click.ClickException(str(exc)) from exc
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def _settings() -> Settings:
-    try:
-        return load_settings()
-    except SettingsError as exc:
-        raise click.ClickException(str(exc)) from exc
+def with_settings(command: Callable[Concatenate[Settings, P], R]) -> Callable[P, R]:
+    """Read the settings once and hand them to the command; a settings error anywhere in the command
+    (a missing secret, a bad config file, no Redis) is one line that says what to do, not a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(load_settings(), *args, **kwargs)
+        except SettingsError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+    return wrapper
+
+
+def with_services(*, redis: bool = True) -> Callable[[Callable[Concatenate[Services, P], R]], Callable[P, R]]:
+    """Build the one services object from the settings (with a Redis connection when the command
+    needs the queue), hand it to the command, close it afterwards."""
+
+    def decorate(command: Callable[Concatenate[Services, P], R]) -> Callable[P, R]:
+        @functools.wraps(command)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            from tracker.services import Services
+
+            try:
+                services = Services.from_settings(load_settings(), redis=redis)
+            except SettingsError as exc:
+                raise click.ClickException(str(exc)) from exc
+            try:
+                return command(services, *args, **kwargs)
+            except SettingsError as exc:
+                raise click.ClickException(str(exc)) from exc
+            finally:
+                services.close()
+
+        return wrapper
+
+    return decorate
+
+
+def stop_on_signals() -> threading.Event:
+    """An event set by SIGTERM or SIGINT (Ctrl-C), for commands that run until told to stop."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    return stop
 
 
 @click.group()
@@ -56,93 +93,77 @@ def main(verbose: bool) -> None:
 @click.option("--workers", default=2, show_default=True, type=int, help="RQ worker processes.")
 @click.option("--web-processes", default=2, show_default=True, type=int, help="gunicorn worker processes.")
 @click.option("--sweep-every", default=60.0, show_default=True, type=float, help="Seconds between sweeps.")
-def run(host: str, port: int, workers: int, web_processes: int, sweep_every: float) -> None:
+@with_settings
+def run(settings: Settings, host: str, port: int, workers: int, web_processes: int, sweep_every: float) -> None:
     """Start web, workers, sweep (and the embedded Redis when REDIS_URL is unset)."""
     from tracker.supervisor import run as supervise
 
-    try:
-        sys.exit(supervise(_settings(), host, port, workers, web_processes, sweep_every))
-    except SettingsError as exc:
-        raise click.ClickException(str(exc)) from exc
+    sys.exit(supervise(settings, host, port, workers, web_processes, sweep_every))
 
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--processes", default=2, show_default=True, type=int, help="gunicorn worker processes.")
-def web(host: str, port: int, processes: int) -> None:
+@with_settings
+def web(settings: Settings, host: str, port: int, processes: int) -> None:
     """Serve the webhook and the API with gunicorn."""
-    from tracker.app import create_app
-    from tracker.server import WebServer
+    from tracker.web.app import create_app
+    from tracker.web.context import services
+    from tracker.web.server import WebServer
 
-    settings = _settings()
-    try:
-        create_app(settings)  # fail here, with a clear message, rather than in every gunicorn worker
-    except SettingsError as exc:
-        raise click.ClickException(str(exc)) from exc
+    app = create_app(settings)  # fail here, with a clear message, rather than in every gunicorn worker
+    with app.app_context():
+        services().close()  # each gunicorn worker builds its own after the fork
     WebServer(settings, host, port, processes).run()
 
 
 @main.command()
 @click.option("--burst", is_flag=True, help="Stop when the queue is empty.")
-def worker(burst: bool) -> None:
+@with_services()
+def worker(services: Services, burst: bool) -> None:
     """Process deliveries from the queue (RQ)."""
     from rq import SimpleWorker
 
-    from tracker.queue import github_queue
     from workers import runtime
     from workers.sweep import sweep
 
-    settings = _settings()
-    queue = _queue(settings)
-    connection = queue.connection
-    rt = runtime.Runtime.from_settings(settings, redis=connection)
-    runtime.install(rt)
-    sweep(rt.ledger, queue, grace_seconds=0)
+    runtime.install(services)
+    sweep(services, grace_seconds=0)
     # SimpleWorker runs jobs in this process: jobs are short and idempotent, and forking a work horse
     # per job costs about 14 ms of CPU against 3 ms (MEASURED.md). Deliveries come first; GitHub
     # fetches wait behind them.
-    SimpleWorker([queue, github_queue(connection)], connection=connection).work(burst=burst, with_scheduler=True)
+    SimpleWorker([services.delivery_queue, services.github_queue], connection=services.require_redis()).work(
+        burst=burst, with_scheduler=True
+    )
 
 
 @main.command("sweep")
 @click.option("--every", default=0.0, type=float, help="Repeat every N seconds (0: once).")
 @click.option("--grace", default=60.0, show_default=True, type=float, help="Skip deliveries younger than this.")
-def sweep_command(every: float, grace: float) -> None:
+@with_services()
+def sweep_command(services: Services, every: float, grace: float) -> None:
     """Re-enqueue accepted deliveries that were never processed."""
-    import signal
-
-    from workers.runtime import Runtime
     from workers.sweep import sweep, sweep_forever
 
-    settings = _settings()
-    queue = _queue(settings)
-    ledger = Runtime.from_settings(settings).ledger
     if every <= 0:
-        click.echo(f"re-enqueued {sweep(ledger, queue, grace)} deliveries")
+        click.echo(f"re-enqueued {sweep(services, grace)} deliveries")
         return
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    sweep_forever(ledger, queue, every, stop, grace)
+    sweep_forever(services, every, stop_on_signals(), grace)
 
 
 @main.command()
-def redis() -> None:
+@with_settings
+def redis(settings: Settings) -> None:
     """Run the embedded Redis server in the foreground (for `tracker web` and `tracker worker`)."""
-    import signal
-
     from tracker.embedded_redis import EmbeddedRedis
 
-    settings = _settings()
     server = EmbeddedRedis(settings.data_dir)
     if server.is_running():
         raise click.ClickException(f"an embedded Redis already answers on {server.socket}")
     server.start()
     click.echo(f"embedded Redis on {server.url}; export REDIS_URL={server.url} or leave it unset")
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop = stop_on_signals()
     try:
         stop.wait()
     finally:
@@ -150,29 +171,25 @@ def redis() -> None:
 
 
 @main.command()
-def rebuild() -> None:
+@with_services(redis=False)
+def rebuild(services: Services) -> None:
     """Drop every derived table and re-derive it from the raw ledger (stop the workers first)."""
-    from tracker.rebuild import rebuild as run_rebuild
-    from workers.runtime import Runtime
+    from tracker.store.rebuild import rebuild as run_rebuild
 
-    rt = Runtime.from_settings(_settings())
-    counts = rt.ledger.counts()
+    counts = services.ledger.counts()
     with click.progressbar(length=counts.received, label="rebuilding", file=sys.stderr) as bar:
-        processed, failed, heads = run_rebuild(rt.ledger, rt.state, rt.config, progress=bar.update)
+        processed, failed, heads = run_rebuild(services.ledger, services.state, services.config, progress=bar.update)
     click.echo(f"rebuilt from {processed} deliveries; {failed} failed; {heads} heads reclassified")
 
 
 @main.command("retry-failed")
-def retry_failed() -> None:
+@with_services()
+def retry_failed(services: Services) -> None:
     """Put every failed delivery back on the queue."""
     from tracker.queue import enqueue_deliveries
-    from workers.runtime import Runtime
 
-    settings = _settings()
-    queue = _queue(settings)
-    ledger = Runtime.from_settings(settings).ledger
-    ids = ledger.reset_failed()
-    enqueue_deliveries(queue, ids)
+    ids = services.ledger.reset_failed()
+    enqueue_deliveries(services.delivery_queue, ids)
     click.echo(f"re-enqueued {len(ids)} failed deliveries")
 
 
@@ -196,17 +213,16 @@ def snapshot(repo: str, month: str, cutoff: str | None) -> None:
     _print_report(repo, month, cutoff, "en", "json")
 
 
-def _print_report(repo: str, month: str, cutoff: str | None, lang: str, fmt: str) -> None:
-    from tracker.months import UnknownRepository, resolve
-    from tracker.render import UnknownLanguage, language
-    from tracker.reports import rendered
-    from tracker.window import WindowError
-    from workers.runtime import Runtime
+@with_services(redis=False)
+def _print_report(services: Services, repo: str, month: str, cutoff: str | None, lang: str, fmt: str) -> None:
+    from tracker.core.window import WindowError
+    from tracker.reports.cache import rendered
+    from tracker.reports.loading import UnknownRepository, resolve
+    from tracker.reports.render import UnknownLanguage, language
 
-    rt = Runtime.from_settings(_settings())
     try:
-        wanted = resolve(rt.state, rt.config, repo, month, cutoff)
-        text = rendered(rt.state, rt.config, wanted, fmt, language(lang))
+        wanted = resolve(services.state, services.config, repo, month, cutoff)
+        text = rendered(services.state, services.config, wanted, fmt, language(lang))
     except (UnknownRepository, WindowError, UnknownLanguage) as exc:
         raise click.ClickException(str(exc)) from exc
     sys.stdout.buffer.write(text.encode("utf-8"))
@@ -216,7 +232,8 @@ def _print_report(repo: str, month: str, cutoff: str | None, lang: str, fmt: str
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--url", required=True, help="The webhook URL, e.g. http://127.0.0.1:8000/webhook")
 @click.option("--event", default=None, help="Event of plain JSON files (default: guessed from the body).")
-def replay(paths: tuple[Path, ...], url: str, event: str | None) -> None:
+@with_settings
+def replay(settings: Settings, paths: tuple[Path, ...], url: str, event: str | None) -> None:
     """Post recorded deliveries, signed with TRACKER_WEBHOOK_SECRET.
 
     A `.jsonl` file holds one delivery a line: {"event", "delivery_id", "body"} (body as an object or
@@ -225,12 +242,9 @@ def replay(paths: tuple[Path, ...], url: str, event: str | None) -> None:
     """
     import httpx
 
-    from tracker.signature import sign
+    from tracker.web.signature import sign
 
-    try:
-        secret = _settings().require_webhook_secret()
-    except SettingsError as exc:
-        raise click.ClickException(str(exc)) from exc
+    secret = settings.require_webhook_secret()
     answers: Counter[int] = Counter()
     with httpx.Client(timeout=30) as client:
         for delivery_event, delivery_id, body in _recorded(paths, event):

@@ -20,9 +20,10 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from tracker.classify import DEFAULT_CI_PATHS, DEFAULT_FORMAT_PATTERN, DEFAULT_TEST_PATHS, Rules
+from tracker.core.classify import DEFAULT_CI_PATHS, DEFAULT_FORMAT_PATTERN, DEFAULT_TEST_PATHS, Rules
+from tracker.core.taxonomy import ThemeConfig
 from tracker.settings import Settings, SettingsError
 
 
@@ -44,26 +45,6 @@ class ClassificationConfig(BaseModel):
             except re.error as exc:
                 raise ValueError(f"format_pattern is not a regular expression: {exc}") from exc
         return value
-
-
-class HighlightConfig(BaseModel):
-    """A sub-area of a theme (one bullet of the report), named in English and Chinese, matched by
-    path globs, labels and title keywords."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
-    en: str
-    zh: str
-    paths: tuple[str, ...] = ()
-    labels: tuple[str, ...] = ()
-    keywords: tuple[str, ...] = ()
-
-
-class ThemeConfig(HighlightConfig):
-    """A technical area of the repository. A change belongs to the theme that matches it best."""
-
-    highlights: tuple[HighlightConfig, ...] = ()
 
 
 class RepositoryConfig(BaseModel):

@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass, field
 from types import FrameType
 
-from tracker.database import connect
 from tracker.embedded_redis import EmbeddedRedis
 from tracker.settings import Settings
+from tracker.store.database import connect
 
 log = logging.getLogger(__name__)
 

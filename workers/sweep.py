@@ -12,12 +12,10 @@ from __future__ import annotations
 import logging
 import threading
 
-from rq import Queue
-
-from tracker.derive import repository_key
-from tracker.heads import HeadStore
-from tracker.ledger import PENDING, Ledger, now_ms
-from tracker.queue import enqueue_deliveries, enqueue_head_fetch, github_queue, job_id, waiting_jobs
+from tracker.core.repository import repository_key
+from tracker.queue import enqueue_deliveries, enqueue_head_fetch, job_id, waiting_jobs
+from tracker.services import Services
+from tracker.store.ledger import PENDING, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -25,11 +23,12 @@ log = logging.getLogger(__name__)
 DEFAULT_GRACE_SECONDS = 60
 
 
-def sweep(ledger: Ledger, queue: Queue, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> int:
+def sweep(services: Services, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> int:
     """Enqueue every pending delivery received more than `grace_seconds` ago, and ask for the files
     of every head deliveries showed that has none yet (unless a fetch is already on its way).
     Returns how many deliveries were re-enqueued."""
-    pending = ledger.ids_with_status(PENDING, received_before=now_ms() - int(grace_seconds * 1000))
+    queue = services.delivery_queue
+    pending = services.ledger.ids_with_status(PENDING, received_before=now_ms() - int(grace_seconds * 1000))
     ids = []
     for start in range(0, len(pending), 500):
         batch = pending[start : start + 500]
@@ -39,24 +38,22 @@ def sweep(ledger: Ledger, queue: Queue, grace_seconds: float = DEFAULT_GRACE_SEC
         ids.extend(lost)
     if ids:
         log.info("sweep re-enqueued %d pending deliveries", len(ids))
-    fetches = github_queue(queue.connection)
+    fetches = services.github_queue
     asked = sum(
         enqueue_head_fetch(
             fetches, head.full_name, repository_key(head.full_name), head.number, head.head_sha, head.base_sha
         )
-        for head in HeadStore(ledger.engine).missing()
+        for head in services.heads.missing()
     )
     if asked:
         log.info("sweep asked for the files of %d heads", asked)
     return len(ids)
 
 
-def sweep_forever(
-    ledger: Ledger, queue: Queue, every_seconds: float, stop: threading.Event, grace_seconds: float
-) -> None:
+def sweep_forever(services: Services, every_seconds: float, stop: threading.Event, grace_seconds: float) -> None:
     while not stop.is_set():
         try:
-            sweep(ledger, queue, grace_seconds)
+            sweep(services, grace_seconds)
         except Exception:  # keep sweeping: a Redis or database outage is temporary
             log.exception("sweep failed; trying again in %.0f s", every_seconds)
         stop.wait(every_seconds)

@@ -1,4 +1,5 @@
-"""Reading a month's snapshot from the derived state (the I/O edge around the pure core)."""
+"""Loading a month: resolve what was asked (repository, month, cutoff), read the month's state in one
+pass, and hand plain data to the pure core (snapshot, report model)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from dataclasses import dataclass
 from datetime import date
 
 from tracker.config import TrackerConfig
-from tracker.snapshot import MonthSnapshot, build_snapshot
-from tracker.state import MonthState
-from tracker.window import Window, resolve_window, today_in
+from tracker.core.report import Report, build_report
+from tracker.core.snapshot import MonthSnapshot, build_snapshot
+from tracker.core.window import Window, resolve_window, today_in
+from tracker.store.month_state import MonthInputs, MonthState
 
 
 class UnknownRepository(LookupError):
@@ -39,12 +41,22 @@ def resolve(
     return MonthRequest(stored, resolve_window(month, cutoff, tz, today if today is not None else today_in(tz)))
 
 
+def report_for(state: MonthState, config: TrackerConfig, request: MonthRequest) -> Report:
+    """The report model of the month at the cutoff: one read, then pure computation."""
+    inputs = state.month_inputs(request.repo, str(request.window.month), request.window.end)
+    snapshot = _snapshot(config, request, inputs)
+    return build_report(snapshot, inputs.paths, config.themes_for(request.repo))
+
+
 def snapshot_for(state: MonthState, config: TrackerConfig, request: MonthRequest) -> MonthSnapshot:
     window = request.window
-    inputs = state.month_inputs(request.repo, str(window.month), window.end)
+    return _snapshot(config, request, state.month_inputs(request.repo, str(window.month), window.end))
+
+
+def _snapshot(config: TrackerConfig, request: MonthRequest, inputs: MonthInputs) -> MonthSnapshot:
     return build_snapshot(
         request.repo,
-        window,
+        request.window,
         inputs.timelines,
         inputs.versions,
         inputs.verdicts,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tracker.timeline import Activity, Fact, PRState, ordered, state_before
-from tracker.window import Window
+from tracker.core.timeline import Activity, Fact, PRState, ordered, state_before
+from tracker.core.window import Window
 
 
 @dataclass(frozen=True)

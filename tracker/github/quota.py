@@ -7,8 +7,8 @@ from typing import Any
 
 from redis import Redis
 
-from tracker.github import RateLimitState
-from tracker.window import iso_utc
+from tracker.core.window import iso_utc
+from tracker.github.client import RateLimitState
 
 _RATE = "tracker:github:rate"
 _COUNTS = "tracker:github:requests"

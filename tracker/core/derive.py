@@ -5,20 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tracker.attributes import AttributeVersion, version_of
-from tracker.payloads import json_bytes, parse_pull_request_event
-from tracker.timeline import Fact, facts_of
-from tracker.window import month_of
+from tracker.core.attributes import AttributeVersion, version_of
+from tracker.core.payloads import json_bytes, parse_pull_request_event
+from tracker.core.repository import repository_key
+from tracker.core.timeline import Fact, facts_of
+from tracker.core.window import month_of
 
 PULL_REQUEST = "pull_request"
 # Actions after which the head's files matter. Labels, edits, comments and the like never cost a
 # GitHub request.
 FILE_ACTIONS = frozenset({"opened", "synchronize", "reopened"})
-
-
-def repository_key(full_name: str) -> str:
-    """GitHub matches owner/name without regard to case; so do the derived tables."""
-    return full_name.lower()
 
 
 @dataclass(frozen=True)

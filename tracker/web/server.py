@@ -10,8 +10,8 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
-from tracker.app import create_app
 from tracker.settings import Settings
+from tracker.web.app import create_app
 
 
 class WebServer(BaseApplication):  # type: ignore[misc]

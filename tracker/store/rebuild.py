@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tracker.classify import HeadVerdict, Rules, classify_head
 from tracker.config import TrackerConfig
-from tracker.derive import Derivation, derive
-from tracker.heads import HeadStore, write_verdicts
-from tracker.ledger import Ledger
-from tracker.payloads import IncompleteBody, MalformedBody
-from tracker.state import MonthState, mark_processed, write_derivations
+from tracker.core.classify import HeadVerdict, Rules, classify_head
+from tracker.core.derive import Derivation, derive
+from tracker.core.payloads import IncompleteBody, MalformedBody
+from tracker.store.heads import HeadStore, write_verdicts
+from tracker.store.ledger import Ledger
+from tracker.store.month_state import MonthState, mark_processed, write_derivations
 
 
 def _write_verdicts(state: MonthState, batch: list[tuple[str, int, HeadVerdict]]) -> None:

@@ -12,13 +12,25 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tracker.classify import FILES_ENDPOINT_CAP, Rules
-from tracker.derive import repository_key
-from tracker.github import GitHubClient, Unavailable
-from tracker.heads import COMPARE, PULLS, HeadStore, changed_file
+from tracker.core.classify import FILES_ENDPOINT_CAP, ChangedFile, Rules
+from tracker.core.repository import repository_key
+from tracker.github.client import GitHubClient, Unavailable
+from tracker.store.heads import COMPARE, PULLS, HeadStore
 
 # The compare endpoint lists at most 300 files (GitHub REST docs, "Compare two commits").
 COMPARE_FILES_CAP = 300
+
+
+def changed_file(item: dict[str, Any]) -> ChangedFile:
+    """One entry of GitHub's files (or compare) listing."""
+    return ChangedFile(
+        path=str(item.get("filename", "")),
+        status=str(item.get("status", "modified")),
+        previous_path=item.get("previous_filename"),
+        additions=int(item.get("additions") or 0),
+        deletions=int(item.get("deletions") or 0),
+        patch=item.get("patch"),
+    )
 
 
 def listing_head(listing: Sequence[dict[str, Any]]) -> str | None:

@@ -1,4 +1,4 @@
-"""Reports at a cutoff, rendered and cached (the I/O edge around tracker.report and tracker.render).
+"""Reports at a cutoff, rendered and cached.
 
 A rendered report is cached in Redis under a key that holds the month's change counter and the
 ledger's generation, so an unchanged month is served from the cache and a changed one never is.
@@ -13,20 +13,12 @@ from redis import Redis
 
 from tracker import __version__
 from tracker.config import TrackerConfig
-from tracker.months import MonthRequest, snapshot_for
-from tracker.render import render
-from tracker.report import Report, build_report
-from tracker.state import MonthState
+from tracker.reports.loading import MonthRequest, report_for
+from tracker.reports.render import render
+from tracker.store.month_state import MonthState
 
 log = logging.getLogger(__name__)
 CACHE_SECONDS = 24 * 3600
-
-
-def load_report(state: MonthState, config: TrackerConfig, request: MonthRequest) -> Report:
-    snapshot = snapshot_for(state, config, request)
-    heads = {pr.status.number: pr.version.head_sha for pr in snapshot.pull_requests if pr.version}
-    paths = state.head_paths(request.repo, str(request.window.month), heads)
-    return build_report(snapshot, paths, config.themes_for(request.repo))
 
 
 def rendered(
@@ -65,7 +57,7 @@ def rendered(
         except Exception:  # a cache outage costs a render, nothing more
             log.warning("render cache unavailable", exc_info=True)
             key = None
-    text = render(load_report(state, config, request), fmt, lang)
+    text = render(report_for(state, config, request), fmt, lang)
     if cache is not None and key is not None:
         try:
             cache.set(key, text.encode("utf-8"), ex=CACHE_SECONDS)

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from tracker.config import HighlightConfig, ThemeConfig
+from tracker.core.taxonomy import HighlightConfig, ThemeConfig
 
 # Relative weights of the signals, in tenths of a point. A label is a maintainer's explicit call; a title
 # keyword is the author's; a path share is circumstantial (a change touches the config and argument files

@@ -16,11 +16,11 @@ from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from tracker.config import ThemeConfig
-from tracker.groups import GroupInput, change_groups, display_title
-from tracker.snapshot import MonthSnapshot, PullRequestSnapshot
-from tracker.themes import ThemeChoice, choose_theme
-from tracker.timeline import PRState
+from tracker.core.groups import GroupInput, change_groups, display_title
+from tracker.core.snapshot import MonthSnapshot, PullRequestSnapshot
+from tracker.core.taxonomy import ThemeConfig
+from tracker.core.themes import ThemeChoice, choose_theme
+from tracker.core.timeline import PRState
 
 DELIVERED, IN_PROGRESS = "delivered", "in_progress"
 MAX_THEMES = 10

@@ -11,14 +11,12 @@ import json
 import re
 from collections.abc import Sequence
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from tracker.report import Change, Day, Report, Section, Theme
+from tracker.core.report import Change, Day, Report, Section, Theme
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 LANGUAGES = ("en", "zh-CN")
 FORMATS = ("md", "html", "json")
 _LANGUAGE_ALIASES = {"en": "en", "en-us": "en", "zh": "zh-CN", "zh-cn": "zh-CN", "zh-hans": "zh-CN"}
@@ -56,7 +54,8 @@ def markdown_text(text: str, limit: int | None = None) -> str:
 @cache
 def _environment(kind: str) -> Environment:
     environment = Environment(
-        loader=FileSystemLoader(str(TEMPLATES)),
+        # tracker/reports/templates, shipped as package data: found in any install, editable or not.
+        loader=PackageLoader("tracker.reports", "templates"),
         autoescape=kind == "html",
         undefined=StrictUndefined,
         trim_blocks=True,

@@ -11,11 +11,8 @@ from typing import Any
 
 from flask import Blueprint, request
 
-from tracker import signature
-from tracker.app import MAX_BODY_BYTES, services
-from tracker.derive import PULL_REQUEST
-from tracker.ledger import Delivery, now_ms
-from tracker.payloads import (
+from tracker.core.derive import PULL_REQUEST
+from tracker.core.payloads import (
     FORM_CONTENT_TYPE,
     IncompleteBody,
     MalformedBody,
@@ -24,6 +21,9 @@ from tracker.payloads import (
     parse_ping,
 )
 from tracker.queue import enqueue_deliveries
+from tracker.store.ledger import Delivery, now_ms
+from tracker.web import signature
+from tracker.web.context import MAX_BODY_BYTES, services
 
 blueprint = Blueprint("webhook", __name__)
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ def receive() -> Answer:
     if not app.ledger.store(delivery):
         return {"status": "duplicate", "delivery": delivery_id}, 200
     try:
-        enqueue_deliveries(app.queue, [delivery_id])
+        enqueue_deliveries(app.delivery_queue, [delivery_id])
     except Exception:  # stored is accepted: the sweep enqueues it once Redis is back
         log.warning("could not enqueue delivery %s; the sweep will", delivery_id, exc_info=True)
     return {"status": "accepted", "delivery": delivery_id}, 202

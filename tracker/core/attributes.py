@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tracker.payloads import PullRequestEvent
-from tracker.window import epoch
+from tracker.core.payloads import PullRequestEvent
+from tracker.core.window import epoch
 
 
 @dataclass(frozen=True)

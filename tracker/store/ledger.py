@@ -10,9 +10,9 @@ from typing import Any
 
 from sqlalchemy import Engine, func, select, update
 
-from tracker.database import insert_ignoring_duplicates
-from tracker.schema import deliveries, hooks
-from tracker.window import iso_utc
+from tracker.core.window import iso_utc
+from tracker.store.database import insert_ignoring_duplicates
+from tracker.store.schema import deliveries, hooks
 
 PENDING, PROCESSED, FAILED = "pending", "processed", "failed"
 

@@ -12,7 +12,7 @@ from sqlalchemy import Connection, Engine, Table, create_engine, event, inspect,
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 
-from tracker.schema import metadata
+from tracker.store.schema import metadata
 
 # Writers on SQLite wait this long for the lock instead of failing at once.
 _SQLITE_BUSY_TIMEOUT_MS = 30_000

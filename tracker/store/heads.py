@@ -9,10 +9,10 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, select, update
 
-from tracker.classify import Category, ChangedFile, HeadVerdict, Rules, classify_head
-from tracker.database import insert_ignoring_duplicates
-from tracker.ledger import now_ms
-from tracker.schema import head_files, head_verdicts, heads, http_cache, month_activity, months, wanted_heads
+from tracker.core.classify import Category, ChangedFile, HeadVerdict, Rules, classify_head
+from tracker.store.database import insert_ignoring_duplicates
+from tracker.store.ledger import now_ms
+from tracker.store.schema import head_files, head_verdicts, heads, month_activity, months, wanted_heads
 
 PULLS, COMPARE, UNAVAILABLE = "pulls", "compare", "unavailable"
 
@@ -23,18 +23,6 @@ class WantedHead:
     number: int
     head_sha: str
     base_sha: str
-
-
-def changed_file(item: dict[str, Any]) -> ChangedFile:
-    """One entry of GitHub's files (or compare) listing."""
-    return ChangedFile(
-        path=str(item.get("filename", "")),
-        status=str(item.get("status", "modified")),
-        previous_path=item.get("previous_filename"),
-        additions=int(item.get("additions") or 0),
-        deletions=int(item.get("deletions") or 0),
-        patch=item.get("patch"),
-    )
 
 
 class HeadStore:
@@ -185,21 +173,3 @@ def _bump_months_of(conn: Connection, repo: str, number: int) -> None:
     conn.execute(
         update(months).where(months.c.repo == repo, months.c.month.in_(active)).values(version=months.c.version + 1)
     )
-
-
-class SqlResponseCache:
-    """GitHub ETags and bodies in the ledger database, for conditional requests."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-
-    def get(self, url: str) -> tuple[str, str | None, bytes] | None:
-        with self.engine.connect().execution_options(read_only=True) as conn:
-            row = conn.execute(select(http_cache).where(http_cache.c.url == url[:1000])).first()
-        return (row.etag, row.next_url, bytes(row.body)) if row is not None else None
-
-    def put(self, url: str, etag: str, next_url: str | None, body: bytes) -> None:
-        with self.engine.begin() as conn:
-            values = {"etag": etag, "next_url": next_url, "body": body}
-            if not insert_ignoring_duplicates(conn, http_cache, [{"url": url[:1000], **values}]):
-                conn.execute(update(http_cache).where(http_cache.c.url == url[:1000]).values(**values))

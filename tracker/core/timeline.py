@@ -10,8 +10,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from tracker.payloads import PullRequestEvent
-from tracker.window import Window, epoch
+from tracker.core.payloads import PullRequestEvent
+from tracker.core.window import Window, epoch
 
 
 class FactKind(StrEnum):

@@ -7,11 +7,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.attributes import AttributeVersion
-from tracker.classify import EXCLUDED, Category, HeadVerdict, Rules, classify_pull_request
-from tracker.stats import MonthStats, PullRequestStatus, assess
-from tracker.timeline import Fact, FactKind
-from tracker.window import Window, iso_utc
+from tracker.core.attributes import AttributeVersion
+from tracker.core.classify import EXCLUDED, Category, HeadVerdict, Rules, classify_pull_request
+from tracker.core.stats import MonthStats, PullRequestStatus, assess
+from tracker.core.timeline import Fact, FactKind
+from tracker.core.window import Window, iso_utc
 
 
 @dataclass(frozen=True)

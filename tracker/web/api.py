@@ -9,15 +9,14 @@ from typing import Any
 from flask import Blueprint, Response, render_template, request
 from sqlalchemy import text
 
-from tracker.app import services
-from tracker.heads import HeadStore
-from tracker.ledger import FAILED
-from tracker.months import UnknownRepository, resolve
-from tracker.queue import enqueue_deliveries, github_queue, queue_counts, waiting_on_github
-from tracker.quota import Quota
-from tracker.render import FORMATS, UnknownLanguage, language
-from tracker.reports import rendered
-from tracker.window import WindowError
+from tracker.core.window import WindowError
+from tracker.github.quota import Quota
+from tracker.queue import enqueue_deliveries, queue_counts, waiting_on_github
+from tracker.reports.cache import rendered
+from tracker.reports.loading import UnknownRepository, resolve
+from tracker.reports.render import FORMATS, UnknownLanguage, language
+from tracker.store.ledger import FAILED
+from tracker.web.context import services
 
 blueprint = Blueprint("api", __name__)
 log = logging.getLogger(__name__)
@@ -76,11 +75,11 @@ def status() -> Any:
         "repositories": app.state.repository_names(),
     }
     try:
-        body["queue"] = queue_counts(app.queue)
+        body["queue"] = queue_counts(app.delivery_queue)
         body["github"] = {
-            **Quota(app.redis).summary(),
-            "waiting_jobs": waiting_on_github(github_queue(app.redis)),
-            "heads_without_files": len(HeadStore(app.state.engine).missing()),
+            **Quota(app.require_redis()).summary(),
+            "waiting_jobs": waiting_on_github(app.github_queue),
+            "heads_without_files": len(app.heads.missing()),
         }
     except Exception as exc:
         body["queue"] = {"error": f"Redis is unreachable ({type(exc).__name__})"}
@@ -99,7 +98,7 @@ def retry_failed() -> Any:
     if not hmac.compare_digest(given.encode(), token.get_secret_value().encode()):
         return {"error": "send Authorization: Bearer <TRACKER_ADMIN_TOKEN>"}, 401
     ids = app.ledger.reset_failed()
-    enqueue_deliveries(app.queue, ids)
+    enqueue_deliveries(app.delivery_queue, ids)
     return {"requeued": len(ids)}
 
 
@@ -114,7 +113,7 @@ def healthz() -> Any:
     except Exception as exc:
         checks["ledger"] = f"unreachable ({type(exc).__name__})"
     try:
-        app.redis.ping()
+        app.require_redis().ping()
         checks["redis"] = "ok"
     except Exception as exc:
         checks["redis"] = f"unreachable ({type(exc).__name__})"

@@ -10,17 +10,19 @@ import json
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, Engine, and_, func, or_, select, tuple_, update
 
-from tracker.attributes import AttributeVersion, version_at
-from tracker.classify import HeadVerdict
-from tracker.database import insert_ignoring_duplicates
-from tracker.derive import Derivation, repository_key
-from tracker.heads import UNAVAILABLE, verdict_from_row
-from tracker.ledger import PROCESSED, now_ms
-from tracker.schema import (
+from tracker.core.attributes import AttributeVersion, version_at
+from tracker.core.classify import HeadVerdict
+from tracker.core.derive import Derivation
+from tracker.core.repository import repository_key
+from tracker.core.timeline import Fact, FactKind
+from tracker.store.database import insert_ignoring_duplicates
+from tracker.store.heads import UNAVAILABLE, verdict_from_row
+from tracker.store.ledger import PROCESSED, now_ms
+from tracker.store.schema import (
     DERIVED_TABLES,
     deliveries,
     head_files,
@@ -34,18 +36,19 @@ from tracker.schema import (
     repositories,
     wanted_heads,
 )
-from tracker.schema import heads as head_table
-from tracker.timeline import Fact, FactKind
+from tracker.store.schema import heads as head_table
 
 
 @dataclass(frozen=True)
 class MonthInputs:
-    """What a month's snapshot reads: every fact of the month's PRs, and their candidate versions."""
+    """What a month's report reads, in one pass: the facts of the month's PRs, their versions at the
+    window end, and the verdict and changed paths of the head each had then."""
 
     timelines: dict[int, list[Fact]]
     versions: dict[int, AttributeVersion]
     verdicts: dict[tuple[int, str], HeadVerdict]  # (number, head sha)
     unavailable: frozenset[tuple[int, str]] = frozenset()  # heads whose files GitHub no longer has
+    paths: dict[int, list[str]] = field(default_factory=dict)  # changed paths of each PR's head at the end
 
 
 class MonthState:
@@ -105,25 +108,6 @@ class MonthState:
             if not insert_ignoring_duplicates(conn, ledger_meta, [{"key": "generation", **values}]):
                 conn.execute(update(ledger_meta).where(ledger_meta.c.key == "generation").values(**values))
 
-    def head_paths(self, full_name: str, month: str, heads: dict[int, str]) -> dict[int, list[str]]:
-        """The changed paths of the given head of each PR (number -> head sha) of the month."""
-        repo = repository_key(full_name)
-        query = (
-            select(head_files.c.number, head_files.c.head_sha, head_files.c.path)
-            .join(
-                month_activity,
-                and_(month_activity.c.repo == head_files.c.repo, month_activity.c.number == head_files.c.number),
-            )
-            .where(month_activity.c.repo == repo, month_activity.c.month == month)
-            .order_by(head_files.c.number, head_files.c.position)
-        )
-        paths: dict[int, list[str]] = defaultdict(list)
-        with self.engine.connect().execution_options(read_only=True) as conn:
-            for number, head_sha, path in conn.execute(query):
-                if heads.get(number) == head_sha:
-                    paths[number].append(path)
-        return dict(paths)
-
     def month_versions(self, full_name: str) -> dict[str, int]:
         with self.engine.connect().execution_options(read_only=True) as conn:
             rows = conn.execute(
@@ -134,8 +118,8 @@ class MonthState:
         return {row.month: row.version for row in rows}
 
     def month_inputs(self, full_name: str, month: str, end: int) -> MonthInputs:
-        """Only what the snapshot uses: the month's PRs (from the activity index), their facts before the end,
-        their version at the window end, and the verdict of the head each had then."""
+        """Only what the report uses: the month's PRs (from the activity index), their facts before the end,
+        their version at the window end, and the verdict and changed paths of the head each had then."""
         repo = repository_key(full_name)
         with self.engine.connect().execution_options(read_only=True) as conn:
             numbers = list(
@@ -169,6 +153,18 @@ class MonthState:
                 if heads
                 else []
             )
+            path_rows = (
+                conn.execute(
+                    select(head_files.c.number, head_files.c.path)
+                    .where(
+                        head_files.c.repo == repo,
+                        tuple_(head_files.c.number, head_files.c.head_sha).in_(heads),
+                    )
+                    .order_by(head_files.c.number, head_files.c.position)
+                ).all()
+                if heads
+                else []
+            )
             gone = (
                 conn.execute(
                     select(head_table.c.number, head_table.c.head_sha).where(
@@ -184,11 +180,15 @@ class MonthState:
         for number, kind, at in fact_rows:
             timelines[number].append(Fact(FactKind(kind), at))
         verdicts = {(row.number, row.head_sha): verdict_from_row(row) for row in verdict_rows}
+        paths: dict[int, list[str]] = defaultdict(list)
+        for number, path in path_rows:
+            paths[number].append(path)
         return MonthInputs(
             timelines=dict(timelines),
             versions=versions,
             verdicts=verdicts,
             unavailable=frozenset((number, sha) for number, sha in gone),
+            paths=dict(paths),
         )
 
 

@@ -1,0 +1,36 @@
+"""The Flask application factory."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Flask
+from werkzeug.exceptions import HTTPException
+
+from tracker.services import Services
+from tracker.settings import Settings, load_settings
+from tracker.web import api, webhook
+from tracker.web.context import MAX_BODY_BYTES, install
+
+
+def create_app(settings: Settings | None = None, services: Services | None = None) -> Flask:
+    """Build the web app from settings (read from the environment when not given), or around a
+    services object built elsewhere (tests, benchmarks). Raises SettingsError with what to do."""
+    settings = settings or (services.settings if services is not None else load_settings())
+    settings.require_webhook_secret()
+    app = Flask(__name__)  # templates: tracker/web/templates (package data)
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    install(app.extensions, services or Services.from_settings(settings))
+    app.register_blueprint(webhook.blueprint)
+    app.register_blueprint(api.blueprint)
+    _json_errors(app)
+    logging.getLogger("tracker").setLevel(logging.INFO)
+    return app
+
+
+def _json_errors(app: Flask) -> None:
+    @app.errorhandler(HTTPException)
+    def _http_error(error: HTTPException) -> Any:
+        return {"error": error.description or error.name}, error.code or 500
