@@ -25,6 +25,7 @@ from redis import Redis
 from rq import SimpleWorker
 from sqlalchemy import create_engine
 
+from tests.paths import FIXTURES, MEGATRON, SHARED, WEBHOOKS  # noqa: F401  (re-exported for tests)
 from tracker.embedded_redis import EmbeddedRedis
 from tracker.queue import github_queue
 from tracker.settings import Settings, load_settings
@@ -35,12 +36,6 @@ from tracker.web.signature import sign
 from workers import runtime
 
 SECRET = "test-webhook-secret"
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-if not SHARED.exists():  # CI clones next to shared/; a checkout elsewhere can point at it
-    SHARED = Path(os.environ.get("TRACKER_SHARED_DIR", "../shared")).resolve()
-FIXTURES = SHARED / "fixtures" / "github"
-WEBHOOKS = FIXTURES / "webhooks"
-MEGATRON = SHARED / "data" / "megatron" / "merged-prs-2026-03-to-06.jsonl"
 
 DATABASES = ["sqlite"] + (["postgresql"] if os.environ.get("TRACKER_TEST_DATABASE_URL") else [])
 

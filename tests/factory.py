@@ -20,7 +20,7 @@ _TEMPLATE: dict[str, Any] | None = None
 def _template() -> dict[str, Any]:
     global _TEMPLATE
     if _TEMPLATE is None:
-        from tests.conftest import WEBHOOKS
+        from tests.paths import WEBHOOKS
 
         _TEMPLATE = json.loads((WEBHOOKS / "pull_request.opened.json").read_text())
     return _TEMPLATE

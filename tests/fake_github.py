@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
-from tests.conftest import FIXTURES
+from tests.paths import FIXTURES
 
 REST = FIXTURES / "rest"
 _FILE = json.loads((REST / "pulls.list-files.200.json").read_text())[0]

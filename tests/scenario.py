@@ -11,12 +11,12 @@ import json
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from tests.factory import PullRequestStory
+from tests.paths import MEGATRON
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "megatron" / "merged-prs-2026-03-to-06.jsonl"
+DATA = MEGATRON
 REPO = "NVIDIA/Megatron-LM"
 
 

@@ -15,12 +15,12 @@ from flask.testing import FlaskClient
 
 from tests.conftest import post, run_jobs, running_app
 from tests.fake_github import FakeGitHub
+from tests.paths import ROOT  # noqa: E402
 from tests.scenario import REPO, deliver, megatron_month
 from tracker.settings import Settings
 from tracker.store.rebuild import rebuild
 from tracker.web.context import services
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_CONFIG = ROOT / "examples" / "megatron-lm.yaml"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 CUTOFFS = {"partial": "2026-05-15", "final": "2026-05-31"}

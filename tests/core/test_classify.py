@@ -10,7 +10,6 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -627,7 +626,8 @@ def test_format_pattern_must_compile() -> None:
 
 # --- Real merged Megatron-LM PRs ---------------------------------------------------------------------
 
-MEGATRON = Path(__file__).resolve().parents[2] / "shared/data/megatron/merged-prs-2026-03-to-06.jsonl"
+from tests.paths import MEGATRON  # noqa: E402
+
 # git's name-status letters to GitHub's file status; `T` (type change, one file in PR 4436) is GitHub's `changed`.
 STATUS = {"A": "added", "M": "modified", "D": "removed", "R": "renamed", "T": "changed"}
 

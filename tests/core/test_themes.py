@@ -13,19 +13,18 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import SHARED
+from tests.paths import EXAMPLES, SHARED
 from tracker.config import TrackerConfig, load_config
 from tracker.core.classify import Category, ChangedFile, Rules, classify_head
 from tracker.core.taxonomy import HighlightConfig, ThemeConfig
 from tracker.core.themes import LAYOUT_PREFIX, ThemeChoice, choose_theme, is_auxiliary, layout_theme, title_scope
 from tracker.settings import load_settings
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "megatron-lm.yaml"
+EXAMPLE = EXAMPLES / "megatron-lm.yaml"
 MEGATRON = SHARED / "data/megatron/merged-prs-2026-03-to-06.jsonl"
 REPO = "NVIDIA/Megatron-LM"
 ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")

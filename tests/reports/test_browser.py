@@ -17,10 +17,10 @@ from werkzeug.serving import make_server
 
 from tests.conftest import running_app
 from tests.fake_github import FakeGitHub
+from tests.paths import ROOT  # noqa: E402
 from tests.scenario import REPO, deliver, megatron_month
 from tracker.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[1]
 OUTPUT = ROOT / "test-output"
 CHROMIUM = "/usr/bin/chromium"
 # The flags a headless Chromium needs on this closed network (no background fetches at start-up).

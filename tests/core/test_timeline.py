@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import WEBHOOKS
 from tests.factory import pr_payload
+from tests.paths import WEBHOOKS
 from tracker.core.payloads import parse_pull_request_event
 from tracker.core.timeline import Activity, Fact, FactKind, PRState, facts_of, ordered, state_before
 from tracker.core.window import Month, month_window

@@ -11,7 +11,7 @@ from urllib.parse import quote_plus, urlencode
 
 import pytest
 
-from tests.conftest import WEBHOOKS
+from tests.paths import WEBHOOKS
 from tracker.core.payloads import (
     IncompleteBody,
     MalformedBody,
