@@ -170,13 +170,22 @@ FORMAT_TITLE = "style: auto-format megatron/core"
             Category.TEST_ONLY,
             id="removed-test-file",
         ),
-        # Tests and CI.
+        # A python script is under the CI prefix and the tests/ prefix: beside another test file every
+        # file is a test, so the second rule (every file a test) decides before the third.
         pytest.param(
             [changed(PYTHON_SCRIPT), changed("tests/unit_tests/test_a.py")],
             "",
             (),
-            Category.TEST_CI_ONLY,
+            Category.TEST_ONLY,
             id="python-scripts-and-tests",
+        ),
+        # Tests and CI.
+        pytest.param(
+            [changed(PYTHON_SCRIPT), changed("tests/unit_tests/test_a.py"), changed(".github/x.yml")],
+            "",
+            (),
+            Category.TEST_CI_ONLY,
+            id="python-scripts-tests-and-github",
         ),
         pytest.param(
             [changed(".github/workflows/a.yml"), changed("tests/unit_tests/test_a.py")],
@@ -418,9 +427,16 @@ def test_whitespace_only_lines_end_at_newline_only() -> None:
         ),
         pytest.param(
             [changed("tests/b.py"), changed(PYTHON_SCRIPT)],
+            Category.TEST_ONLY,
+            "all_files_test",
+            ["tests/b.py", PYTHON_SCRIPT],
+            id="test-with-a-python-script",
+        ),
+        pytest.param(
+            [changed("tests/b.py"), changed(PYTHON_SCRIPT), changed(".github/a.yml")],
             Category.TEST_CI_ONLY,
             "all_files_test_or_ci",
-            ["tests/b.py", PYTHON_SCRIPT],
+            [".github/a.yml", "tests/b.py", PYTHON_SCRIPT],
             id="test-ci",
         ),
         pytest.param(
@@ -441,6 +457,18 @@ def test_evidence(files: list[ChangedFile], expected: Category, rule: str, match
     assert evidence["matching_files"] == len(matching)
     assert evidence["examples"] == matching
     assert "files_truncated" not in evidence
+
+
+def test_a_python_script_beside_unit_tests_is_test_only() -> None:
+    """Issue 7: the published rule asks each question of every file in order, so a file under both
+    tests/test_utils/python_scripts/ (CI) and tests/ (tests) makes a PR test-only when every other
+    file is a test, and CI-only when every other file is CI."""
+    script, unit = "tests/test_utils/python_scripts/check_status.py", "tests/unit_tests/x.py"
+    assert classify_head(SHA, [changed(script), changed(unit)], RULES).category is Category.TEST_ONLY
+    assert classify_head(SHA, [changed(script), changed(".github/ci.yml")], RULES).category is Category.CI_ONLY
+    assert classify_head(SHA, [changed(script)], RULES).category is Category.CI_ONLY
+    mixed = [changed(script), changed(unit), changed("ci/run.sh")]
+    assert classify_head(SHA, mixed, RULES).category is Category.TEST_CI_ONLY
 
 
 def test_evidence_keeps_at_most_five_examples_sorted() -> None:

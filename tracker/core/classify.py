@@ -114,11 +114,13 @@ class HeadVerdict:
 
 
 def classify_head(head_sha: str, files: Sequence[ChangedFile], rules: Rules, truncated: bool = False) -> HeadVerdict:
-    # Renamed files count by their new path. A file under a CI path is CI even when it is also under
-    # a test path (tests/test_utils/python_scripts/ is CI).
+    # Renamed files count by their new path. The published rule asks each question of every file, in
+    # order (SEMANTICS, "Exclusions"): all CI, else all tests, else all tests or CI. A file can be both
+    # (tests/test_utils/python_scripts/ is under the CI and the test prefixes): with only CI files it is
+    # CI, and beside other test files it is a test.
     ci = [f.path for f in files if matches(f.path, rules.ci_paths)]
-    ci_set = set(ci)
-    tests = [f.path for f in files if f.path not in ci_set and matches(f.path, rules.test_paths)]
+    tests = [f.path for f in files if matches(f.path, rules.test_paths)]
+    either = [f.path for f in files if f.path in set(ci) or f.path in set(tests)]
     base: dict[str, Any] = {"head_sha": head_sha, "files": len(files)}
     if truncated:
         base["files_truncated"] = True
@@ -128,10 +130,11 @@ def classify_head(head_sha: str, files: Sequence[ChangedFile], rules: Rules, tru
         category, rule, matching = Category.CI_ONLY, "all_files_ci", ci
     elif len(tests) == len(files):
         category, rule, matching = Category.TEST_ONLY, "all_files_test", tests
-    elif len(ci) + len(tests) == len(files):
-        category, rule, matching = Category.TEST_CI_ONLY, "all_files_test_or_ci", ci + tests
+    elif len(either) == len(files):
+        category, rule, matching = Category.TEST_CI_ONLY, "all_files_test_or_ci", either
     else:
-        other = [f.path for f in files if f.path not in ci_set and f.path not in set(tests)]
+        touched = set(either)
+        other = [f.path for f in files if f.path not in touched]
         category, rule, matching = Category.SUBSTANTIVE, "code_changed", other
     evidence = {
         **base,
