@@ -1,0 +1,641 @@
+"""Unit tests of tracker.reports.render, without the web app.
+
+The untrusted-text helpers (`language`, `plain`, `markdown_text`) on their own, then whole renders
+(Markdown in English and Chinese, HTML, JSON) of a small September 2026 built by hand: facts,
+attribute versions and head verdicts go through `build_snapshot` and `build_report`, and every
+expected line below is written out by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tracker.core.attributes import AttributeVersion, version_at
+from tracker.core.classify import ChangedFile, HeadVerdict, Rules, classify_head
+from tracker.core.report import Report, build_report
+from tracker.core.snapshot import build_snapshot
+from tracker.core.taxonomy import HighlightConfig, ThemeConfig
+from tracker.core.timeline import Fact, FactKind
+from tracker.core.window import resolve_window
+from tracker.reports.render import MAX_TITLE, UnknownLanguage, language, markdown_text, plain, render
+
+REPO = "NVIDIA/Megatron-LM"
+TZ = "Asia/Shanghai"
+TODAY = date(2026, 10, 5)
+PARTIAL, FINAL = "2026-09-13", "2026-09-30"
+HOSTILE = "x\n## Owned\n[click](javascript:alert(1)) <script>alert(1)</script> | table |"
+# The hostile title as the Markdown must show it: one line, every structural character escaped.
+HOSTILE_MD = r"x ## Owned \[click\](javascript:alert(1)) \<script\>alert(1)\</script\> \| table \|"
+CITATION = re.compile(r"\[([^\[\]]+) #(\d+)\]\(https://github\.com/NVIDIA/Megatron-LM/pull/(\d+)\)")
+HTML_CITATION = re.compile(r'<a class="cite" href="https://github\.com/NVIDIA/Megatron-LM/pull/(\d+)">([^<]+) #(\d+)</a>')
+
+
+def shanghai(month: int, day: int, hour: int = 12) -> int:
+    """Epoch seconds of a local time in Asia/Shanghai (UTC+8, no daylight saving)."""
+    return int((datetime(2026, month, day, hour, tzinfo=UTC) - timedelta(hours=8)).timestamp())
+
+
+# --- language ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("asked", "expected"),
+    [
+        (None, "en"),
+        ("", "en"),
+        ("en", "en"),
+        ("EN", "en"),
+        ("en-US", "en"),
+        ("en-us", "en"),
+        ("zh", "zh-CN"),
+        ("zh-CN", "zh-CN"),
+        ("zh-cn", "zh-CN"),
+        ("ZH-CN", "zh-CN"),
+        ("zh-Hans", "zh-CN"),
+    ],
+)
+def test_language_aliases(asked: str | None, expected: str) -> None:
+    assert language(asked) == expected
+
+
+@pytest.mark.parametrize("asked", ["fr", "zh-TW", "en_US", "english", " en"])
+def test_unknown_language_names_what_was_asked_and_what_is_offered(asked: str) -> None:
+    with pytest.raises(UnknownLanguage) as caught:
+        language(asked)
+    assert str(caught.value) == f"language {asked!r} is not offered: use en or zh-CN"
+    assert isinstance(caught.value, ValueError)
+
+
+# --- plain --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Fix the loader", "Fix the loader"),
+        ("line one\nline two\r\nline three", "line one line two line three"),
+        ("tab\there", "tab here"),
+        ("nul\x00bell\x07escape\x1b[31mdel\x7fend", "nul bell escape [31mdel end"),
+        ("vertical\x0btab\x0cform feed", "vertical tab form feed"),
+        ("line\u2028separator\u2029paragraph", "line separator paragraph"),
+        ("next\x85line", "next line"),
+        ("  many    spaces \t\n and  \u00a0 more  ", "many spaces and more"),
+        ("\n\n\n", ""),
+        ("中文标题：推理引擎", "中文标题：推理引擎"),
+    ],
+)
+def test_plain_is_one_line_without_control_characters(text: str, expected: str) -> None:
+    assert plain(text) == expected
+
+
+def test_plain_keeps_a_title_of_exactly_the_cap() -> None:
+    assert MAX_TITLE == 200
+    title = "a" * 200
+    assert plain(title) == title
+
+
+def test_plain_cuts_a_longer_title_to_the_cap_with_an_ellipsis() -> None:
+    assert plain("a" * 201) == "a" * 199 + "…"
+    assert plain("b" * 1000) == "b" * 199 + "…"
+    assert len(plain("c" * 5000)) == 200
+
+
+def test_plain_cuts_after_collapsing_whitespace() -> None:
+    # 150 words of "ab " collapse to 449 characters; the cut keeps 199 of them, then the ellipsis.
+    assert plain("ab   " * 150) == ("ab " * 67)[:199] + "…"
+
+
+def test_plain_drops_a_space_left_at_the_cut() -> None:
+    # Character 199 is the space between the words: it goes, and the ellipsis follows the word.
+    assert plain("a" * 198 + " " + "b" * 10) == "a" * 198 + "…"
+
+
+def test_plain_takes_another_limit_or_none() -> None:
+    assert plain("abcdefgh", limit=5) == "abcd…"
+    assert plain("x" * 500, limit=None) == "x" * 500
+
+
+@pytest.mark.xfail(
+    reason="plain() removes C0 controls, DEL and U+2028/U+2029, but not the C1 controls U+0080-U+009F "
+    "(other than U+0085): U+009B is an 8-bit CSI that a terminal may act on when `tracker render` "
+    "writes to stdout; the README promises titles without control characters",
+    strict=False,
+)
+def test_plain_removes_c1_control_characters() -> None:
+    assert plain("red\x9b31mtext\x90end") == "red 31mtext end"
+
+
+# --- markdown_text ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("plain words", "plain words"),
+        ("`code`", r"\`code\`"),
+        ("*em* **strong**", r"\*em\* \*\*strong\*\*"),
+        ("_em_ __strong__", r"\_em\_ \_\_strong\_\_"),
+        ("[link](https://example.com)", r"\[link\](https://example.com)"),
+        ("![image](https://example.com/x.png)", r"\!\[image\](https://example.com/x.png)"),
+        ("<b>bold</b>", r"\<b\>bold\</b\>"),
+        ("<https://example.com>", r"\<https://example.com\>"),
+        ("a | b | c", r"a \| b \| c"),
+        ("~~struck~~", r"\~\~struck\~\~"),
+        ("&lt;script&gt; &#x3C;", r"\&lt;script\&gt; \&#x3C;"),
+        ("back\\slash", r"back\\slash"),
+        ("x\n## Owned", "x ## Owned"),
+        ("first\n\n- item\n> quote\n---", "first - item \\> quote ---"),
+        ("1. one\n2) two", "1. one 2) two"),
+    ],
+)
+def test_markdown_text_escapes_every_structural_character(text: str, expected: str) -> None:
+    assert markdown_text(text) == expected
+
+
+def test_markdown_text_of_the_hostile_title() -> None:
+    assert markdown_text(HOSTILE) == HOSTILE_MD
+
+
+def test_markdown_text_escapes_after_cutting() -> None:
+    # The cut counts the title's own characters; escaping afterwards cannot leave a lone backslash.
+    assert markdown_text("*" * 300, limit=200) == "\\*" * 199 + "…"
+    assert markdown_text("a" * 199 + "_tail", limit=200) == "a" * 199 + "…"
+
+
+def test_markdown_text_has_no_limit_unless_given() -> None:
+    assert markdown_text("y" * 400) == "y" * 400
+
+
+# --- a month built by hand ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    number: int
+    facts: tuple[Fact, ...]
+    versions: tuple[AttributeVersion, ...]
+    files: dict[str, tuple[str, ...]]  # head sha -> changed paths; a head not listed has no verdict yet
+
+
+def version(number: int, at: int, title: str, base: str, sha: str) -> AttributeVersion:
+    return AttributeVersion(
+        at=at,
+        delivery_id=f"delivery-{number}-{at}",
+        title=title,
+        body="",
+        base_ref=base,
+        head_ref=f"branch-{number}",
+        head_sha=sha,
+        labels=(),
+        draft=False,
+        author="octocat",
+    )
+
+
+def september() -> list[PullRequest]:
+    """Seven PRs of September 2026 (Asia/Shanghai), with what each must become in the report:
+
+    - 101 (dev) and 102 (main): one change landed on both branches, merged Sep 10 and 11: Delivered,
+      one change citing both;
+    - 103: the hostile title, open: In Progress;
+    - 104: only a test file: test_only, neither counted nor narrated;
+    - 105: closed without merge on Sep 8: counted, never narrated;
+    - 106: open, pushed on Sep 9, retargeted from dev to main on Sep 20: In Progress, cited as dev
+      through Sep 19 and as main from Sep 20;
+    - 107: its files are not known: pending, neither counted nor narrated.
+    """
+    engine = ("megatron/core/inference/engines/dynamic_engine.py",)
+    return [
+        PullRequest(
+            101,
+            (Fact(FactKind.OPENED, shanghai(9, 2)), Fact(FactKind.MERGED, shanghai(9, 10))),
+            (
+                version(101, shanghai(9, 2), "Add dynamic batching to the inference engine", "dev", "a1" * 20),
+                version(101, shanghai(9, 10), "Add dynamic batching to the inference engine", "dev", "a1" * 20),
+            ),
+            {"a1" * 20: engine},
+        ),
+        PullRequest(
+            102,
+            (Fact(FactKind.OPENED, shanghai(9, 3)), Fact(FactKind.MERGED, shanghai(9, 11))),
+            (version(102, shanghai(9, 11), "[main] Add dynamic batching to the inference engine", "main", "b2" * 20),),
+            {"b2" * 20: engine},
+        ),
+        PullRequest(
+            103,
+            (Fact(FactKind.OPENED, shanghai(9, 5)),),
+            (version(103, shanghai(9, 5), HOSTILE, "main", "c3" * 20),),
+            {"c3" * 20: ("megatron/training/arguments.py",)},
+        ),
+        PullRequest(
+            104,
+            (Fact(FactKind.OPENED, shanghai(9, 6)),),
+            (version(104, shanghai(9, 6), "Cover the scheduler with unit tests", "main", "d4" * 20),),
+            {"d4" * 20: ("tests/unit_tests/test_scheduler.py",)},
+        ),
+        PullRequest(
+            105,
+            (Fact(FactKind.OPENED, shanghai(9, 7)), Fact(FactKind.CLOSED, shanghai(9, 8))),
+            (version(105, shanghai(9, 8), "Try a different allocator", "main", "e5" * 20),),
+            {"e5" * 20: ("megatron/core/inference/engines/allocator.py",)},
+        ),
+        PullRequest(
+            106,
+            (Fact(FactKind.OPENED, shanghai(9, 4)), Fact(FactKind.COMMIT, shanghai(9, 9))),
+            (
+                version(106, shanghai(9, 4), "Paged KV cache for long prompts", "dev", "f6" * 20),
+                version(106, shanghai(9, 9), "Paged KV cache for long prompts", "dev", "f7" * 20),
+                version(106, shanghai(9, 20), "Paged KV cache for long prompts", "main", "f7" * 20),
+            ),
+            {
+                "f6" * 20: ("megatron/core/inference/kv_cache/paged.py",),
+                "f7" * 20: ("megatron/core/inference/kv_cache/paged.py", "megatron/core/inference/kv_cache/pool.py"),
+            },
+        ),
+        PullRequest(
+            107,
+            (Fact(FactKind.OPENED, shanghai(9, 12)),),
+            (version(107, shanghai(9, 12), "Speed up the data loader", "main", "a7" * 20),),
+            {},
+        ),
+    ]
+
+
+TAXONOMY = (
+    ThemeConfig(
+        id="inference",
+        en="Inference engine and serving",
+        zh="推理引擎与服务",
+        paths=("megatron/core/inference/",),
+        highlights=(
+            HighlightConfig(id="engine", en="Dynamic engine", zh="动态引擎", paths=("megatron/core/inference/engines/",)),
+            HighlightConfig(id="kv-cache", en="KV cache", zh="KV 缓存", paths=("megatron/core/inference/kv_cache/",)),
+        ),
+    ),
+    ThemeConfig(id="training", en="Training loop", zh="训练流程", paths=("megatron/training/",)),
+)
+
+
+def build(
+    prs: Sequence[PullRequest], cutoff: str, repo: str = REPO, taxonomy: Sequence[ThemeConfig] = TAXONOMY
+) -> Report:
+    """The snapshot and report model of September 2026 at `cutoff`, each PR as it was at the window end."""
+    window = resolve_window("2026-09", cutoff, TZ, TODAY)
+    rules = Rules()
+    versions: dict[int, AttributeVersion] = {}
+    verdicts: dict[tuple[int, str], HeadVerdict] = {}
+    paths: dict[int, list[str]] = {}
+    for pr in prs:
+        chosen = version_at(pr.versions, window.end)
+        assert chosen is not None
+        versions[pr.number] = chosen
+        for sha, files in pr.files.items():
+            verdicts[(pr.number, sha)] = classify_head(sha, [ChangedFile(path) for path in files], rules)
+        if chosen.head_sha in pr.files:
+            paths[pr.number] = list(pr.files[chosen.head_sha])
+    snapshot = build_snapshot(
+        repo, window, {pr.number: list(pr.facts) for pr in prs}, versions, verdicts, rules, frozenset()
+    )
+    return build_report(snapshot, paths, taxonomy)
+
+
+def citations(markdown: str) -> list[tuple[str, int]]:
+    """(base branch, number) of every citation, in order; the link text and the URL name the same PR."""
+    found = []
+    for base, number, linked in CITATION.findall(markdown):
+        assert number == linked, f"[{base} #{number}] links to PR {linked}"
+        found.append((base, int(number)))
+    return found
+
+
+def headings(markdown: str) -> list[str]:
+    return [line for line in markdown.splitlines() if line.startswith("#")]
+
+
+PARTIAL_CITATIONS = [("dev", 101), ("main", 102), ("dev", 106), ("main", 103)]
+FINAL_CITATIONS = [("dev", 101), ("main", 102), ("main", 106), ("main", 103)]
+
+
+# --- titles -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cutoff", "lang", "expected"),
+    [
+        (PARTIAL, "en", "# Megatron-LM Monthly Activity Report — September 2026 (through September 13, 2026)"),
+        (FINAL, "en", "# Megatron-LM Monthly Activity Report — September 2026 (Final, through September 30, 2026)"),
+        (PARTIAL, "zh-CN", "# Megatron-LM 月度活动报告 — 2026年9月（截至2026-09-13）"),
+        (FINAL, "zh-CN", "# Megatron-LM 月度活动报告 — 2026年9月（最终版，截至2026-09-30）"),
+    ],
+)
+def test_markdown_title_line(cutoff: str, lang: str, expected: str) -> None:
+    assert render(build(september(), cutoff), "md", lang).splitlines()[0] == expected
+
+
+@pytest.mark.parametrize(
+    ("cutoff", "lang", "expected"),
+    [
+        (PARTIAL, "en", "Megatron-LM Monthly Activity Report — September 2026 (through September 13, 2026)"),
+        (FINAL, "zh-CN", "Megatron-LM 月度活动报告 — 2026年9月（最终版，截至2026-09-30）"),
+    ],
+)
+def test_html_title(cutoff: str, lang: str, expected: str) -> None:
+    html = render(build(september(), cutoff), "html", lang)
+    assert f"<title>{expected}</title>" in html
+    assert f"<h1>{expected}</h1>" in html
+
+
+# --- Markdown -----------------------------------------------------------------------------------
+
+
+def test_english_markdown_at_the_partial_cutoff() -> None:
+    text = render(build(september(), PARTIAL), "md", "en")
+    lines = text.splitlines()
+    assert lines[2] == "> Chinese version: [中文版本](2026-09.md?lang=zh-CN&cutoff=2026-09-13)"
+    assert lines[4] == (
+        "> Reporting window: 2026-09-01 through 2026-09-13 (Asia/Shanghai); "
+        "source: [`NVIDIA/Megatron-LM`](https://github.com/NVIDIA/Megatron-LM)."
+    )
+    assert headings(text) == [
+        "# Megatron-LM Monthly Activity Report — September 2026 (through September 13, 2026)",
+        "## Overview",
+        "## Delivered",
+        "### Inference engine and serving",
+        "## In Progress",
+        "### Inference engine and serving",
+        "### Training loop",
+        "## Scope and Method",
+    ]
+    for line in [
+        "Delivered work centred on Inference engine and serving (1 change in 1 theme). Work in progress continues "
+        "on Inference engine and serving and Training loop (2 changes in 2 themes).",
+        # 101, 102, 103, 105, 106 opened; 101, 102 merged; 105 closed; 103, 106 open (104 test-only, 107 pending).
+        "- Substantive PR activity after filtering: opened 5; merged 2; closed without merge 1; active at cutoff 2.",
+        "- Excluded from the report and statistics: test-only 1, CI-only 0, test/CI-only 0, format-only 0.",
+        "- Awaiting file classification (not yet counted): 1.",
+        "1 change delivered, on dynamic engine (1).",
+        "- **Dynamic engine**: Add dynamic batching to the inference engine. "
+        "([dev #101](https://github.com/NVIDIA/Megatron-LM/pull/101), "
+        "[main #102](https://github.com/NVIDIA/Megatron-LM/pull/102))",
+        "1 change in progress, on KV cache (1).",
+        "- **KV cache**: Paged KV cache for long prompts. ([dev #106](https://github.com/NVIDIA/Megatron-LM/pull/106))",
+        f"- **Training loop**: {HOSTILE_MD}. ([main #103](https://github.com/NVIDIA/Megatron-LM/pull/103))",
+    ]:
+        assert line in lines, line
+
+
+def test_chinese_markdown_at_the_partial_cutoff() -> None:
+    text = render(build(september(), PARTIAL), "md", "zh-CN")
+    lines = text.splitlines()
+    assert lines[2] == "> English version: [English](2026-09.md?lang=en&cutoff=2026-09-13)"
+    assert headings(text) == [
+        "# Megatron-LM 月度活动报告 — 2026年9月（截至2026-09-13）",
+        "## 概览",
+        "## 已交付成果",
+        "### 推理引擎与服务",
+        "## 进行中的方向",
+        "### 推理引擎与服务",
+        "### 训练流程",
+        "## 口径说明",
+    ]
+    for line in [
+        "已交付成果集中在推理引擎与服务（1 个方向共 1 项变更）。进行中的工作主要涉及推理引擎与服务、训练流程（2 个方向共 2 项变更）。",
+        "- 过滤后的实质性 PR 活动：新开 5；合并 2；关闭未合并 1；截止时仍在进行 2。",
+        "- 不计入报告正文和统计：纯 UT 1，纯 CI 0，UT/CI-only 0，纯格式化 0。",
+        "- 等待文件分类（暂未计入）：1。",
+        "- **动态引擎**：Add dynamic batching to the inference engine。"
+        "（[dev #101](https://github.com/NVIDIA/Megatron-LM/pull/101)、"
+        "[main #102](https://github.com/NVIDIA/Megatron-LM/pull/102)）",
+        f"- **训练流程**：{HOSTILE_MD}。（[main #103](https://github.com/NVIDIA/Megatron-LM/pull/103)）",
+    ]:
+        assert line in lines, line
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_the_hostile_title_is_one_inert_line(lang: str) -> None:
+    text = render(build(september(), PARTIAL), "md", lang)
+    carrying = [line for line in text.splitlines() if "Owned" in line]
+    assert len(carrying) == 1
+    assert HOSTILE_MD in carrying[0]
+    assert carrying[0].startswith("- **")
+    # Nothing of it escaped its line: no heading, no raw HTML, no link, no table cell.
+    assert "## Owned" not in [line.strip() for line in text.splitlines()]
+    assert "<script>" not in text
+    assert "](javascript:" not in text.replace(r"\](javascript:", "")
+    assert " | table |" not in text
+    # The same document with a harmless title has as many lines.
+    harmless = [
+        PullRequest(pr.number, pr.facts, tuple(v.__class__(**{**v.__dict__, "title": "Harmless"}) for v in pr.versions), pr.files)
+        if pr.number == 103
+        else pr
+        for pr in september()
+    ]
+    assert len(render(build(harmless, PARTIAL), "md", lang).splitlines()) == len(text.splitlines())
+
+
+@pytest.mark.parametrize(("cutoff", "expected"), [(PARTIAL, PARTIAL_CITATIONS), (FINAL, FINAL_CITATIONS)])
+def test_each_narrated_pr_is_cited_once_with_its_base_at_the_cutoff(
+    cutoff: str, expected: list[tuple[str, int]]
+) -> None:
+    report = build(september(), cutoff)
+    english = render(report, "md", "en")
+    chinese = render(report, "md", "zh-CN")
+    assert citations(english) == expected
+    assert citations(chinese) == expected
+    assert set(Counter(number for _, number in expected).values()) == {1}
+    for text in (english, chinese):
+        for number in (104, 105, 107):  # test-only, closed without merge, pending: never narrated
+            assert f"/pull/{number})" not in text
+
+
+def test_the_html_cites_the_same_prs_in_the_same_order() -> None:
+    report = build(september(), PARTIAL)
+    for lang in ("en", "zh-CN"):
+        found = [(base, int(number)) for linked, base, number in HTML_CITATION.findall(render(report, "html", lang))]
+        assert found == PARTIAL_CITATIONS
+
+
+def test_a_branch_keeps_its_underscores_and_an_unknown_base_says_so() -> None:
+    prs = [
+        PullRequest(
+            201,
+            (Fact(FactKind.OPENED, shanghai(9, 2)), Fact(FactKind.MERGED, shanghai(9, 3))),
+            (version(201, shanghai(9, 3), "Fix the async checkpoint import", "core_r0.17.0", "11" * 20),),
+            {"11" * 20: ("megatron/core/dist_checkpointing/strategies/async_utils.py",)},
+        ),
+        PullRequest(
+            202,
+            (Fact(FactKind.OPENED, shanghai(9, 4)),),
+            (version(202, shanghai(9, 4), "Mirror of a change with no base", "", "22" * 20),),
+            {"22" * 20: ("megatron/training/training.py",)},
+        ),
+    ]
+    text = render(build(prs, PARTIAL), "md", "en")
+    assert citations(text) == [("core_r0.17.0", 201), ("unknown", 202)]
+    assert "[core_r0.17.0 #201](https://github.com/NVIDIA/Megatron-LM/pull/201)" in text
+
+
+def test_an_empty_month_says_so_in_both_languages() -> None:
+    report = build([], PARTIAL)
+    english = render(report, "md", "en").splitlines()
+    assert (
+        "No substantive change was delivered in this window. No substantive change is in progress at the cutoff."
+        in english
+    )
+    assert "No substantive pull request was merged in this window." in english
+    assert "No substantive pull request is open at the cutoff with activity in this window." in english
+    assert "- Substantive PR activity after filtering: opened 0; merged 0; closed without merge 0; active at cutoff 0." in english
+    assert not any(line.startswith("- Awaiting") for line in english)
+    chinese = render(report, "md", "zh-CN").splitlines()
+    assert "本统计窗口内没有交付实质性变更。截止时没有进行中的实质性变更。" in chinese
+    assert "本统计窗口内没有合并实质性 PR。" in chinese
+    assert "截止时没有在本窗口内有进展且仍在进行的实质性 PR。" in chinese
+
+
+@pytest.mark.xfail(
+    reason="the repository name is escaped with the `md` filter inside a code span (`acme/my\\_repo`), where "
+    "CommonMark does not honour backslash escapes, so the reader sees a stray backslash",
+    strict=False,
+)
+def test_a_repository_name_with_an_underscore_reads_right_in_code_spans() -> None:
+    text = render(build([], PARTIAL, repo="acme/my_repo"), "md", "en")
+    assert "[`acme/my_repo`](https://github.com/acme/my_repo)" in text
+    assert "pull requests of `acme/my_repo` with activity" in text
+
+
+# --- HTML ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_html_escapes_the_hostile_title(lang: str) -> None:
+    html = render(build(september(), PARTIAL), "html", lang)
+    assert "<script" not in html.lower()
+    assert "javascript:alert(1)) &lt;script&gt;alert(1)&lt;/script&gt; | table |" in html
+    assert 'href="javascript' not in html.lower()
+    assert "x ## Owned [click]" in html  # one line: the newlines of the title are gone
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_html_loads_nothing_from_other_hosts(lang: str) -> None:
+    html = render(build(september(), PARTIAL), "html", lang)
+    lower = html.lower()
+    assert (
+        '<meta http-equiv="content-security-policy" content="default-src \'none\'; style-src \'unsafe-inline\'; '
+        "img-src data:; form-action 'self'\">" in lower
+    )
+    for loader in ("<script", "<link", "<img", "<iframe", "<object", "<embed", "<video", "<audio", "@import", "url("):
+        assert loader not in lower, loader
+    assert re.search(r"\s(src|srcset|poster|data)=", lower) is None
+    # Links are fine (following one loads nothing into this page); they go to GitHub or stay on this host.
+    for target in re.findall(r'href="([^"]*)"', html):
+        assert target.startswith("https://github.com/NVIDIA/Megatron-LM") or "://" not in target, target
+    # The chart is inline SVG drawn on the server.
+    assert '<svg viewBox="0 0 720 220" role="img"' in html
+
+
+def test_html_language_and_controls() -> None:
+    report = build(september(), PARTIAL)
+    english = render(report, "html", "en")
+    chinese = render(report, "html", "zh-CN")
+    assert '<html lang="en">' in english
+    assert '<html lang="zh-CN">' in chinese
+    assert '<a id="language-switch" href="2026-09.html?lang=zh-CN&amp;cutoff=2026-09-13">中文版本</a>' in english
+    assert '<a id="language-switch" href="2026-09.html?lang=en&amp;cutoff=2026-09-13">English</a>' in chinese
+    assert (
+        '<input type="date" id="cutoff" name="cutoff" value="2026-09-13" min="2026-09-01" max="2026-09-30">' in english
+    )
+
+
+# --- JSON ---------------------------------------------------------------------------------------
+
+
+def test_json_places_every_narrated_pr() -> None:
+    document: dict[str, Any] = json.loads(render(build(september(), PARTIAL), "json", "en"))
+    placed = {
+        pr["number"]: (pr["section"], pr["theme"], pr["highlight"], pr["group"]) for pr in document["pull_requests"]
+    }
+    assert placed == {
+        101: ("delivered", "inference", "inference/engine", [101, 102]),
+        102: ("delivered", "inference", "inference/engine", [101, 102]),
+        103: ("in_progress", "training", "training/training", [103]),
+        104: (None, None, None, None),
+        105: (None, None, None, None),
+        106: ("in_progress", "inference", "inference/kv-cache", [106]),
+        107: (None, None, None, None),
+    }
+    categories = {pr["number"]: pr["category"] for pr in document["pull_requests"]}
+    assert categories == {
+        101: "substantive",
+        102: "substantive",
+        103: "substantive",
+        104: "test_only",
+        105: "substantive",
+        106: "substantive",
+        107: "pending",
+    }
+    by_number = {pr["number"]: pr for pr in document["pull_requests"]}
+    assert by_number[103]["title"] == HOSTILE  # JSON carries the title as it is; JSON quoting is its escaping
+    assert by_number[106]["base_ref"] == "dev"
+    assert by_number[106]["head_sha"] == "f7" * 20
+    assert document["stats"] == {"opened": 5, "merged": 2, "closed_unmerged": 1, "active_at_cutoff": 2}
+    assert document["excluded"] == {"test_only": 1, "ci_only": 0, "test_ci_only": 0, "format_only": 0}
+    assert document["pending_classification"] == 1
+    assert (document["cutoff"], document["final"], document["timezone"]) == ("2026-09-13", False, "Asia/Shanghai")
+    assert document["window"] == {"start": "2026-08-31T16:00:00Z", "end": "2026-09-13T16:00:00Z"}
+
+
+def test_json_outline_and_daily_counts() -> None:
+    document: dict[str, Any] = json.loads(render(build(september(), PARTIAL), "json", "en"))
+    outline = [
+        (
+            section["id"],
+            [
+                (
+                    theme["id"],
+                    [(h["id"], [(c["id"], c["title"], c["group"]) for c in h["changes"]]) for h in theme["highlights"]],
+                )
+                for theme in section["themes"]
+            ],
+        )
+        for section in document["report"]["sections"]
+    ]
+    assert outline == [
+        (
+            "delivered",
+            [("inference", [("engine", [("change-101", "Add dynamic batching to the inference engine", [101, 102])])])],
+        ),
+        (
+            "in_progress",
+            [
+                ("inference", [("kv-cache", [("change-106", "Paged KV cache for long prompts", [106])])]),
+                ("training", [("training", [("change-103", HOSTILE.replace("\n", " "), [103])])]),
+            ],
+        ),
+    ]
+    # Substantive PRs only: 101 opened Sep 2, 102 Sep 3, 106 Sep 4, 103 Sep 5, 105 Sep 7 (closed Sep 8);
+    # merged Sep 10 and 11. 104 (test-only) and 107 (pending) are not drawn.
+    busy = {2: (1, 0, 0), 3: (1, 0, 0), 4: (1, 0, 0), 5: (1, 0, 0), 7: (1, 0, 0), 8: (0, 0, 1), 10: (0, 1, 0), 11: (0, 1, 0)}
+    assert document["report"]["daily"] == [
+        dict(zip(("day", "opened", "merged", "closed"), (f"2026-09-{day:02d}", *busy.get(day, (0, 0, 0))), strict=True))
+        for day in range(1, 14)
+    ]
+
+
+# --- determinism --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("fmt", "lang"), [("md", "en"), ("md", "zh-CN"), ("html", "en"), ("html", "zh-CN"), ("json", "en")])
+def test_two_renders_give_identical_bytes(fmt: str, lang: str) -> None:
+    first = render(build(september(), PARTIAL), fmt, lang).encode("utf-8")
+    again = render(build(list(reversed(september())), PARTIAL), fmt, lang).encode("utf-8")
+    assert first == again
+    report = build(september(), FINAL)
+    assert render(report, fmt, lang) == render(report, fmt, lang)
