@@ -12,7 +12,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -34,8 +34,12 @@ PARTIAL, FINAL = "2026-09-13", "2026-09-30"
 HOSTILE = "x\n## Owned\n[click](javascript:alert(1)) <script>alert(1)</script> | table |"
 # The hostile title as the Markdown must show it: one line, every structural character escaped.
 HOSTILE_MD = r"x ## Owned \[click\](javascript:alert(1)) \<script\>alert(1)\</script\> \| table \|"
+# The change's title (tracker.core.groups.display_title): whitespace runs are one space.
+HOSTILE_ONE_LINE = "x ## Owned [click](javascript:alert(1)) <script>alert(1)</script> | table |"
 CITATION = re.compile(r"\[([^\[\]]+) #(\d+)\]\(https://github\.com/NVIDIA/Megatron-LM/pull/(\d+)\)")
-HTML_CITATION = re.compile(r'<a class="cite" href="https://github\.com/NVIDIA/Megatron-LM/pull/(\d+)">([^<]+) #(\d+)</a>')
+HTML_CITATION = re.compile(
+    r'<a class="cite" href="https://github\.com/NVIDIA/Megatron-LM/pull/(\d+)">([^<]+) #(\d+)</a>'
+)
 
 
 def shanghai(month: int, day: int, hour: int = 12) -> int:
@@ -276,7 +280,9 @@ TAXONOMY = (
         zh="推理引擎与服务",
         paths=("megatron/core/inference/",),
         highlights=(
-            HighlightConfig(id="engine", en="Dynamic engine", zh="动态引擎", paths=("megatron/core/inference/engines/",)),
+            HighlightConfig(
+                id="engine", en="Dynamic engine", zh="动态引擎", paths=("megatron/core/inference/engines/",)
+            ),
             HighlightConfig(id="kv-cache", en="KV cache", zh="KV 缓存", paths=("megatron/core/inference/kv_cache/",)),
         ),
     ),
@@ -407,7 +413,8 @@ def test_chinese_markdown_at_the_partial_cutoff() -> None:
         "## 口径说明",
     ]
     for line in [
-        "已交付成果集中在推理引擎与服务（1 个方向共 1 项变更）。进行中的工作主要涉及推理引擎与服务、训练流程（2 个方向共 2 项变更）。",
+        "已交付成果集中在推理引擎与服务（1 个方向共 1 项变更）。"
+        "进行中的工作主要涉及推理引擎与服务、训练流程（2 个方向共 2 项变更）。",
         "- 过滤后的实质性 PR 活动：新开 5；合并 2；关闭未合并 1；截止时仍在进行 2。",
         "- 不计入报告正文和统计：纯 UT 1，纯 CI 0，UT/CI-only 0，纯格式化 0。",
         "- 等待文件分类（暂未计入）：1。",
@@ -433,7 +440,7 @@ def test_the_hostile_title_is_one_inert_line(lang: str) -> None:
     assert " | table |" not in text
     # The same document with a harmless title has as many lines.
     harmless = [
-        PullRequest(pr.number, pr.facts, tuple(v.__class__(**{**v.__dict__, "title": "Harmless"}) for v in pr.versions), pr.files)
+        PullRequest(pr.number, pr.facts, tuple(replace(v, title="Harmless") for v in pr.versions), pr.files)
         if pr.number == 103
         else pr
         for pr in september()
@@ -492,7 +499,10 @@ def test_an_empty_month_says_so_in_both_languages() -> None:
     )
     assert "No substantive pull request was merged in this window." in english
     assert "No substantive pull request is open at the cutoff with activity in this window." in english
-    assert "- Substantive PR activity after filtering: opened 0; merged 0; closed without merge 0; active at cutoff 0." in english
+    assert (
+        "- Substantive PR activity after filtering: opened 0; merged 0; closed without merge 0; active at cutoff 0."
+        in english
+    )
     assert not any(line.startswith("- Awaiting") for line in english)
     chinese = render(report, "md", "zh-CN").splitlines()
     assert "本统计窗口内没有交付实质性变更。截止时没有进行中的实质性变更。" in chinese
@@ -528,7 +538,7 @@ def test_html_loads_nothing_from_other_hosts(lang: str) -> None:
     html = render(build(september(), PARTIAL), "html", lang)
     lower = html.lower()
     assert (
-        '<meta http-equiv="content-security-policy" content="default-src \'none\'; style-src \'unsafe-inline\'; '
+        "<meta http-equiv=\"content-security-policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
         "img-src data:; form-action 'self'\">" in lower
     )
     for loader in ("<script", "<link", "<img", "<iframe", "<object", "<embed", "<video", "<audio", "@import", "url("):
@@ -616,13 +626,22 @@ def test_json_outline_and_daily_counts() -> None:
             "in_progress",
             [
                 ("inference", [("kv-cache", [("change-106", "Paged KV cache for long prompts", [106])])]),
-                ("training", [("training", [("change-103", HOSTILE.replace("\n", " "), [103])])]),
+                ("training", [("training", [("change-103", HOSTILE_ONE_LINE, [103])])]),
             ],
         ),
     ]
     # Substantive PRs only: 101 opened Sep 2, 102 Sep 3, 106 Sep 4, 103 Sep 5, 105 Sep 7 (closed Sep 8);
     # merged Sep 10 and 11. 104 (test-only) and 107 (pending) are not drawn.
-    busy = {2: (1, 0, 0), 3: (1, 0, 0), 4: (1, 0, 0), 5: (1, 0, 0), 7: (1, 0, 0), 8: (0, 0, 1), 10: (0, 1, 0), 11: (0, 1, 0)}
+    busy = {
+        2: (1, 0, 0),
+        3: (1, 0, 0),
+        4: (1, 0, 0),
+        5: (1, 0, 0),
+        7: (1, 0, 0),
+        8: (0, 0, 1),
+        10: (0, 1, 0),
+        11: (0, 1, 0),
+    }
     assert document["report"]["daily"] == [
         dict(zip(("day", "opened", "merged", "closed"), (f"2026-09-{day:02d}", *busy.get(day, (0, 0, 0))), strict=True))
         for day in range(1, 14)
@@ -632,7 +651,9 @@ def test_json_outline_and_daily_counts() -> None:
 # --- determinism --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("fmt", "lang"), [("md", "en"), ("md", "zh-CN"), ("html", "en"), ("html", "zh-CN"), ("json", "en")])
+@pytest.mark.parametrize(
+    ("fmt", "lang"), [("md", "en"), ("md", "zh-CN"), ("html", "en"), ("html", "zh-CN"), ("json", "en")]
+)
 def test_two_renders_give_identical_bytes(fmt: str, lang: str) -> None:
     first = render(build(september(), PARTIAL), fmt, lang).encode("utf-8")
     again = render(build(list(reversed(september())), PARTIAL), fmt, lang).encode("utf-8")
