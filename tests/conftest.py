@@ -40,6 +40,34 @@ SECRET = "test-webhook-secret"
 DATABASES = ["sqlite"] + (["postgresql"] if os.environ.get("TRACKER_TEST_DATABASE_URL") else [])
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With TRACKER_TEST_REQUIRE_SERVICES (set by .ci/run), PostgreSQL and Redis must be named and
+    answer: the run stops at once instead of quietly testing SQLite and the embedded Redis only."""
+    if not os.environ.get("TRACKER_TEST_REQUIRE_SERVICES"):
+        return
+    problems = []
+    database, redis = os.environ.get("TRACKER_TEST_DATABASE_URL"), os.environ.get("TRACKER_TEST_REDIS_URL")
+    if not database or not database.startswith("postgresql"):
+        problems.append("TRACKER_TEST_DATABASE_URL does not name a PostgreSQL database")
+    else:
+        try:
+            engine = create_engine(database)
+            with engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")
+            engine.dispose()
+        except Exception as exc:
+            problems.append(f"PostgreSQL at {database} does not answer ({type(exc).__name__})")
+    if not redis:
+        problems.append("TRACKER_TEST_REDIS_URL is not set")
+    else:
+        try:
+            Redis.from_url(redis, socket_connect_timeout=2).ping()
+        except Exception as exc:
+            problems.append(f"Redis at {redis} does not answer ({type(exc).__name__})")
+    if problems:
+        pytest.exit("; ".join(problems), returncode=3)
+
+
 # Every variable Settings reads.
 TRACKER_ENVIRONMENT = (
     "TRACKER_WEBHOOK_SECRET",
