@@ -1,11 +1,11 @@
 """Changed files of PR heads, stored as the tracker's GitHub fetch jobs would have stored them.
 
 A ledger that has seen N deliveries has also fetched the files of most heads they showed, and month
-snapshots and rebuilds read those (tracker.heads). No request goes to GitHub here: each head gets the
+snapshots and rebuilds read those (tracker.store.heads). No request goes to GitHub here: each head gets the
 changed files of the real Megatron-LM PR its title comes from (../shared/data/megatron), through
-tracker.heads.HeadStore.store, which classifies them under the repository's rules.
+tracker.store.heads.HeadStore.store, which classifies them under the repository's rules.
 
-Trees without tracker.heads (before file classification existed) get nothing, and say so.
+Trees without tracker.store.heads (before file classification existed) get nothing, and say so.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ LABELS = ("Run tests", "Run functional tests", "Final Review", "Expert Review", 
 
 @dataclass(frozen=True)
 class StoredDelivery:
-    """One delivery as the ledger stores it (tracker.ledger.Delivery minus the constant fields)."""
+    """One delivery as the ledger stores it (tracker.store.ledger.Delivery minus the constant fields)."""
 
     id: str
     action: str
@@ -266,7 +266,7 @@ def ledger_row(delivery: StoredDelivery) -> dict[str, object]:
 
 
 def ledger_delivery(delivery: StoredDelivery) -> Any:
-    """The tracker.ledger.Delivery the webhook would have stored."""
+    """The tracker.store.ledger.Delivery the webhook would have stored."""
     from tracker.store.ledger import Delivery
 
     return Delivery(

@@ -8,7 +8,7 @@ by ingest.py); files go straight into the head store (the GitHub path is measure
 
 Figures (medians of --runs): the cold render (no cache) of Markdown (en, zh-CN) and HTML, the warm
 render (Redis cache keyed by the month's version), and as the baseline the JSON snapshot's
-numbers alone (tracker.months.load_snapshot) in the same run. Targets: under 300 ms cold, under
+numbers alone (tracker.reports.loading.load_snapshot) in the same run. Targets: under 300 ms cold, under
 20 ms when nothing changed.
 
 Run: .venv/bin/python bench/render.py [--prs 1000] [--runs 15]

@@ -3,7 +3,7 @@
 A month (--month, default 2026-04) of --prs PRs and --deliveries deliveries (bench/_stories.py: real
 Megatron-LM titles and base branches; opens spread over the month, about 15 % opened the month
 before; pushes, labels, retitles, merges, closes, reopens; some still open) is stored with
-Ledger.store and derived with tracker.rebuild.rebuild. Then tracker.months.load_snapshot +
+Ledger.store and derived with tracker.store.rebuild.rebuild. Then tracker.reports.loading.load_snapshot +
 snapshot_json at a mid-month cutoff run --runs times (after 3 warm-up runs): median and p95.
 
 Baseline, same run: the month's raw pr_facts rows (facts of the repository inside the month's

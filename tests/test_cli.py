@@ -253,3 +253,27 @@ def test_bad_month_on_the_cli(data_dir: Path) -> None:
     )
     assert result.returncode != 0
     assert "no deliveries have been received for a/b" in result.stderr.decode()
+
+
+@pytest.mark.parametrize(
+    ("command", "needs"),
+    [
+        (["render", "--repo", "a/b", "--month", "2026-09"], "config"),
+        (["rebuild"], "config"),
+        (["sweep"], "redis"),
+        (["retry-failed"], "redis"),
+        (["worker", "--burst"], "redis"),
+    ],
+)
+def test_settings_errors_are_one_line_for_every_command(data_dir: Path, command: list[str], needs: str) -> None:
+    """Every command gets its settings and services through one helper (tracker.cli.with_services):
+    a problem is one line that says what to do, never a traceback."""
+    env = clean_env(TRACKER_DATA_DIR=str(data_dir))
+    if needs == "config":
+        env["TRACKER_CONFIG"] = str(data_dir / "missing.yaml")
+    result = subprocess.run([*TRACKER, *command], env=env, capture_output=True, timeout=60)
+    assert result.returncode == 1
+    lines = result.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), lines
+    expected = "missing.yaml, which does not exist" if needs == "config" else "REDIS_URL is not set"
+    assert expected in lines[0]

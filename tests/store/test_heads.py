@@ -82,7 +82,9 @@ def head_of(delivery: factory.Delivery) -> str:
 
 def verdicts(engine: Engine) -> dict[tuple[str, int, str], HeadVerdict]:
     with engine.connect() as conn:
-        return {(row.repo, row.number, row.head_sha): verdict_from_row(row) for row in conn.execute(select(head_verdicts))}
+        return {
+            (row.repo, row.number, row.head_sha): verdict_from_row(row) for row in conn.execute(select(head_verdicts))
+        }
 
 
 # --- store and known ---------------------------------------------------------------------------
@@ -136,7 +138,9 @@ def test_store_keeps_the_verdict_of_the_files(engine: Engine, store: HeadStore) 
                 "examples": [".github/workflows/ci.yml"],
             },
         ),
-        (KEY, 3, SHA_C): HeadVerdict(SHA_C, Category.SUBSTANTIVE, False, {"head_sha": SHA_C, "files": 0, "rule": "no_files"}),
+        (KEY, 3, SHA_C): HeadVerdict(
+            SHA_C, Category.SUBSTANTIVE, False, {"head_sha": SHA_C, "files": 0, "rule": "no_files"}
+        ),
     }
 
 

@@ -197,7 +197,12 @@ def test_the_final_failed_attempt_marks_the_delivery_failed(ledger: Ledger) -> N
     assert ledger.status_of(delivery.id) == FAILED
     assert ledger.ids_with_status(FAILED) == [delivery.id]
     assert ledger.failures() == [
-        {"delivery_id": delivery.id, "repo": "NVIDIA/Megatron-LM", "attempts": 3, "error": "IncompleteBody: no pull_request"}
+        {
+            "delivery_id": delivery.id,
+            "repo": "NVIDIA/Megatron-LM",
+            "attempts": 3,
+            "error": "IncompleteBody: no pull_request",
+        }
     ]
 
 

@@ -97,12 +97,12 @@ def renamed(delivery: factory.Delivery, delivery_id: str) -> factory.Delivery:
 
 def derived_rows(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
     with engine.connect() as conn:
-        return {
-            table.name: sorted(tuple(row) for row in conn.execute(select(table))) for table in DERIVED_TABLES
-        }
+        return {table.name: sorted(tuple(row) for row in conn.execute(select(table))) for table in DERIVED_TABLES}
 
 
-def version(delivery: factory.Delivery, moment_text: str, *, labels: tuple[str, ...] = (), title: str) -> AttributeVersion:
+def version(
+    delivery: factory.Delivery, moment_text: str, *, labels: tuple[str, ...] = (), title: str
+) -> AttributeVersion:
     """The attributes of a factory delivery on GitHub's example payload, written out."""
     return AttributeVersion(
         at=at(moment_text),

@@ -1,0 +1,357 @@
+"""Unit tests of `tracker.queue`: the delivery and GitHub queues on Redis (RQ), against a real Redis."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+from redis import Redis
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.retry import Retry as RedisRetry
+from rq import Queue, Retry, SimpleWorker, get_current_job
+from rq.job import Job, JobStatus, validate_job_id
+from rq.registry import ScheduledJobRegistry
+
+from tests.factory import PullRequestStory
+from tracker.queue import (
+    FETCH_FUNCTION,
+    GITHUB_QUEUE_NAME,
+    JOB_FUNCTION,
+    QUEUE_NAME,
+    connect_redis,
+    delivery_queue,
+    enqueue_deliveries,
+    enqueue_head_fetch,
+    fetch_done,
+    fetch_job_id,
+    github_queue,
+    job_id,
+    queue_counts,
+    waiting_jobs,
+    waiting_on_github,
+)
+
+FULL_NAME = "NVIDIA/Megatron-LM"
+REPO = "nvidia/megatron-lm"
+HEAD = "0" * 40
+BASE = "f95f852bd8fca8fcc58a9a2d6c842781e32a215e"
+# sha256("nvidia/megatron-lm#7@" + "0" * 40)[:40], worked out apart from the module.
+FETCH_ID = "files-5486ad815ba5bc6e384506e208fda51927ace62d"
+MARKER = f"tracker:fetch:{FETCH_ID}"
+
+
+@pytest.fixture
+def redis(redis_url: str) -> Iterator[Redis]:
+    connection = connect_redis(redis_url)
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+@pytest.fixture
+def deliveries(redis: Redis) -> Queue:
+    return delivery_queue(redis)
+
+
+@pytest.fixture
+def github(redis: Redis) -> Queue:
+    return github_queue(redis)
+
+
+def run_burst(*queues: Queue) -> None:
+    """Run every queued job in this process, without the scheduler (scheduled jobs stay scheduled)."""
+    SimpleWorker(list(queues), connection=queues[0].connection).work(burst=True, with_scheduler=False)
+
+
+def counts_from_inside_a_job() -> dict[str, int]:
+    """A job function: the counts of its own queue while it runs."""
+    job = get_current_job()
+    assert job is not None
+    return queue_counts(Queue(job.origin, connection=job.connection))
+
+
+def delivery_ids(count: int) -> list[str]:
+    story = PullRequestStory(1, datetime(2026, 9, 2, 10, tzinfo=UTC)).opened()
+    for day in range(3, 3 + count - 1):
+        story.pushed(datetime(2026, 9, day, 10, tzinfo=UTC))
+    return [d.delivery_id for d in story.deliveries]
+
+
+# --- job ids -----------------------------------------------------------------------------------
+
+
+def test_job_id_keeps_an_id_rq_accepts() -> None:
+    assert job_id("delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958") == "delivery-72d3162e-cc78-11e3-81ab-4c9367dc0958"
+    assert job_id("delivery", "abc_DEF-09") == "delivery-abc_DEF-09"
+    assert job_id("delivery", "a" * 100) == "delivery-" + "a" * 100
+
+
+def test_job_id_hashes_an_id_rq_would_refuse() -> None:
+    assert job_id("files", "nvidia/megatron-lm#1@abc") == "files-70638837c7564b97a49feee09fe2d1b4996a9f97"
+    assert job_id("delivery", "x.y") == "delivery-b24ca9b75eb7b75775b5fdd41e0ef5cfbb6d233f"
+    assert job_id("delivery", "") == "delivery-e3b0c44298fc1c149afbf4c8996fb92427ae41e4"
+    assert job_id("delivery", "a" * 101) == "delivery-9d0793397991b57a99a07c6e6b4a92bab68dbf60"  # too long
+
+
+@pytest.mark.parametrize(
+    "key", ["72d3162e-cc78-11e3-81ab-4c9367dc0958", "x.y", "", "a" * 101, "with space", "ünïcode", "a:b"]
+)
+def test_every_job_id_is_one_rq_accepts(key: str) -> None:
+    validate_job_id(job_id("delivery", key))  # raises ValueError otherwise
+
+
+def test_fetch_job_id_names_the_repository_pr_and_head() -> None:
+    assert fetch_job_id(REPO, 7, HEAD) == FETCH_ID
+    assert fetch_job_id(REPO, 8, HEAD) != FETCH_ID
+    assert fetch_job_id("apache/arrow", 7, HEAD) != FETCH_ID
+    assert fetch_job_id(REPO, 7, "1" * 40) != FETCH_ID
+
+
+# --- enqueueing deliveries ---------------------------------------------------------------------
+
+
+def test_queues_have_their_names(deliveries: Queue, github: Queue) -> None:
+    assert (deliveries.name, github.name) == (QUEUE_NAME, GITHUB_QUEUE_NAME) == ("deliveries", "github")
+
+
+def test_enqueue_no_deliveries(deliveries: Queue) -> None:
+    assert enqueue_deliveries(deliveries, []) == 0
+    assert enqueue_deliveries(deliveries, iter([])) == 0
+    assert deliveries.count == 0
+
+
+def test_enqueue_deliveries_puts_one_job_each_with_deterministic_ids(deliveries: Queue) -> None:
+    ids = delivery_ids(3)
+    assert enqueue_deliveries(deliveries, iter(ids)) == 3  # any iterable
+    assert deliveries.count == 3
+    assert deliveries.job_ids == [f"delivery-{i}" for i in ids]
+    for delivery_id in ids:
+        job = deliveries.fetch_job(f"delivery-{delivery_id}")
+        assert job is not None
+        assert job.func_name == JOB_FUNCTION == "workers.jobs.process_delivery"
+        assert list(job.args) == [delivery_id]
+        assert job.kwargs == {}
+        assert job.get_status() == JobStatus.QUEUED
+        assert job.timeout == 300
+        assert job.result_ttl == 600
+        assert job.description == f"process delivery {delivery_id}"
+
+
+def test_enqueued_deliveries_carry_the_retry_policy(deliveries: Queue) -> None:
+    (delivery_id,) = delivery_ids(1)
+    enqueue_deliveries(deliveries, [delivery_id])
+    job = Job.fetch(f"delivery-{delivery_id}", connection=deliveries.connection)
+    assert job.retries_left == 4
+    assert job.retry_intervals == [5, 30, 120, 600]
+
+
+def test_a_delivery_id_rq_would_refuse_is_enqueued_under_its_hash(deliveries: Queue) -> None:
+    assert enqueue_deliveries(deliveries, ["x.y"]) == 1
+    assert deliveries.job_ids == ["delivery-b24ca9b75eb7b75775b5fdd41e0ef5cfbb6d233f"]
+    job = deliveries.fetch_job("delivery-b24ca9b75eb7b75775b5fdd41e0ef5cfbb6d233f")
+    assert job is not None
+    assert list(job.args) == ["x.y"]  # the job still carries the real delivery id
+
+
+def test_enqueue_deliveries_twice_queues_the_id_twice(deliveries: Queue) -> None:
+    # Nothing in enqueue_deliveries stops it: the sweep asks waiting_jobs first, and processing is idempotent.
+    ids = delivery_ids(2)
+    enqueue_deliveries(deliveries, ids)
+    enqueue_deliveries(deliveries, ids[:1])
+    assert deliveries.job_ids == [f"delivery-{ids[0]}", f"delivery-{ids[1]}", f"delivery-{ids[0]}"]
+
+
+# --- head fetches ------------------------------------------------------------------------------
+
+
+def test_enqueue_head_fetch_queues_a_job_and_sets_a_marker(github: Queue, redis: Redis) -> None:
+    before = time.time()
+    assert enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE) is True
+    assert github.job_ids == [FETCH_ID]
+    job = github.fetch_job(FETCH_ID)
+    assert job is not None
+    assert job.func_name == FETCH_FUNCTION == "workers.jobs.fetch_head_files"
+    assert list(job.args) == [FULL_NAME, 7, HEAD, BASE, 0]
+    assert job.timeout == 300
+    assert job.result_ttl == 600
+    assert redis.get(MARKER) == b"0"
+    # The marker lasts until 15 minutes after the job is due.
+    assert int(before) + 900 - time.time() - 1 <= redis.ttl(MARKER) <= 900
+
+
+def test_enqueue_head_fetch_refuses_while_the_marker_exists(github: Queue) -> None:
+    assert enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE) is True
+    assert enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE) is False
+    assert enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE, at=time.time() + 60) is False
+    assert github.count == 1
+    # Another head, PR or repository is another marker.
+    assert enqueue_head_fetch(github, FULL_NAME, REPO, 7, "1" * 40, BASE) is True
+    assert enqueue_head_fetch(github, FULL_NAME, REPO, 8, HEAD, BASE) is True
+    assert enqueue_head_fetch(github, "Apache/Arrow", "apache/arrow", 7, HEAD, BASE) is True
+    assert github.count == 4
+
+
+def test_a_rescheduling_job_passes_the_marker(github: Queue, redis: Redis) -> None:
+    assert enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE) is True
+    due = time.time() + 3600
+    assert enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE, at=due, attempt=1, reschedule=True) is True
+    assert github.job_ids == [FETCH_ID]  # the next attempt waits in the scheduled registry
+    registry = ScheduledJobRegistry(queue=github, connection=redis)  # type: ignore[no-untyped-call]
+    assert registry.get_job_ids() == [f"{FETCH_ID}-1"]
+    assert registry.get_scheduled_time(f"{FETCH_ID}-1") == datetime.fromtimestamp(int(due), UTC)
+    job = github.fetch_job(f"{FETCH_ID}-1")
+    assert job is not None
+    assert job.get_status() == JobStatus.SCHEDULED
+    assert list(job.args) == [FULL_NAME, 7, HEAD, BASE, 1]
+    assert redis.get(MARKER) == b"1"
+    assert int(due) + 900 - time.time() - 1 <= redis.ttl(MARKER) <= 3600 + 900
+    # The first attempt's job is untouched.
+    first = github.fetch_job(FETCH_ID)
+    assert first is not None
+    assert list(first.args) == [FULL_NAME, 7, HEAD, BASE, 0]
+    # And the marker still keeps the sweep out.
+    assert enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE) is False
+
+
+def test_a_first_fetch_at_a_later_moment_is_scheduled(github: Queue, redis: Redis) -> None:
+    due = time.time() + 120
+    assert enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE, at=due) is True
+    assert github.count == 0
+    registry = ScheduledJobRegistry(queue=github, connection=redis)  # type: ignore[no-untyped-call]
+    assert registry.get_job_ids() == [FETCH_ID]
+    assert 120 + 900 - 2 <= redis.ttl(MARKER) <= 120 + 900
+
+
+def test_fetch_done_clears_the_marker(github: Queue, redis: Redis) -> None:
+    assert enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE) is True
+    fetch_done(github, REPO, 7, HEAD)
+    assert redis.exists(MARKER) == 0
+    assert enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE) is True
+    assert redis.get(MARKER) == b"0"
+
+
+def test_fetch_done_without_a_marker_is_harmless(github: Queue, redis: Redis) -> None:
+    fetch_done(github, REPO, 7, HEAD)
+    assert redis.exists(MARKER) == 0
+    assert enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE) is True
+
+
+def test_fetch_done_clears_only_its_own_head(github: Queue) -> None:
+    enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE)
+    enqueue_head_fetch(github, FULL_NAME, REPO, 8, HEAD, BASE)
+    fetch_done(github, REPO, 8, HEAD)
+    assert enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE) is False
+    assert enqueue_head_fetch(github, FULL_NAME, REPO, 8, HEAD, BASE) is True
+
+
+# --- which jobs are waiting --------------------------------------------------------------------
+
+
+def test_waiting_jobs_of_nothing(deliveries: Queue) -> None:
+    assert waiting_jobs(deliveries, []) == set()
+
+
+def test_waiting_jobs_are_queued_scheduled_or_deferred(deliveries: Queue, github: Queue) -> None:
+    queued, scheduled, never, unknown = delivery_ids(4)
+    deliveries.enqueue("builtins.len", [1, 2], job_id="finished-job")
+    deliveries.enqueue("builtins.int", "not a number", job_id="failed-job")
+    run_burst(deliveries)
+    assert Job.fetch("finished-job", connection=deliveries.connection).get_status() == JobStatus.FINISHED
+    assert Job.fetch("failed-job", connection=deliveries.connection).get_status() == JobStatus.FAILED
+
+    deliveries.enqueue_at(datetime(2099, 1, 1, tzinfo=UTC), "builtins.len", [1], job_id=f"delivery-{scheduled}")
+    enqueue_deliveries(deliveries, [queued])  # not run: workers.jobs would need the worker runtime
+    deliveries.enqueue("builtins.len", [1], job_id="deferred-job", depends_on=f"delivery-{queued}")
+    enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE)
+
+    asked = [
+        f"delivery-{queued}",
+        f"delivery-{scheduled}",
+        "deferred-job",
+        "finished-job",
+        "failed-job",
+        f"delivery-{never}",  # never enqueued
+        FETCH_ID,  # on the other queue: statuses are per job, whatever its queue
+    ]
+    assert waiting_jobs(deliveries, asked) == {f"delivery-{queued}", f"delivery-{scheduled}", "deferred-job", FETCH_ID}
+    assert waiting_jobs(deliveries, ["finished-job", "failed-job", f"delivery-{unknown}"]) == set()
+
+
+# --- counts ------------------------------------------------------------------------------------
+
+
+def test_queue_counts_of_empty_queues(deliveries: Queue, github: Queue) -> None:
+    empty = {"queued": 0, "started": 0, "scheduled_retries": 0, "failed_jobs": 0}
+    assert queue_counts(deliveries) == empty
+    assert queue_counts(github) == empty
+    assert waiting_on_github(github) == 0
+
+
+def test_queue_counts(deliveries: Queue, redis: Redis) -> None:
+    deliveries.enqueue("builtins.int", "x", job_id="retried", retry=Retry(max=2, interval=600))
+    deliveries.enqueue("builtins.int", "y", job_id="dead")
+    deliveries.enqueue("builtins.len", [1], job_id="fine")
+    run_burst(deliveries)
+    enqueue_deliveries(deliveries, delivery_ids(2))
+    assert queue_counts(deliveries) == {"queued": 2, "started": 0, "scheduled_retries": 1, "failed_jobs": 1}
+
+
+def test_queue_counts_see_a_started_job(deliveries: Queue) -> None:
+    deliveries.enqueue("tests.test_queue.counts_from_inside_a_job", job_id="counting")
+    deliveries.enqueue("builtins.len", [1], job_id="behind")
+    run_burst(deliveries)
+    job = Job.fetch("counting", connection=deliveries.connection)
+    assert job.get_status() == JobStatus.FINISHED
+    assert job.return_value() == {"queued": 1, "started": 1, "scheduled_retries": 0, "failed_jobs": 0}
+
+
+def test_waiting_on_github_counts_queued_and_scheduled_fetches(github: Queue, deliveries: Queue) -> None:
+    enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE)
+    enqueue_head_fetch(github, FULL_NAME, REPO, 8, HEAD, BASE, at=time.time() + 3600)  # behind a rate limit
+    enqueue_head_fetch(github, FULL_NAME, REPO, 9, HEAD, BASE, at=time.time() + 60)
+    enqueue_deliveries(deliveries, delivery_ids(3))  # deliveries are not GitHub's
+    assert waiting_on_github(github) == 3
+    assert queue_counts(github) == {"queued": 1, "started": 0, "scheduled_retries": 2, "failed_jobs": 0}
+    github.empty()  # type: ignore[no-untyped-call]
+    assert waiting_on_github(github) == 2
+
+
+# --- connections -------------------------------------------------------------------------------
+
+
+def test_connect_redis_options(redis_url: str) -> None:
+    connection = connect_redis(redis_url)
+    try:
+        assert connection.ping() is True
+        options = connection.connection_pool.connection_kwargs
+        assert options["socket_connect_timeout"] == 2
+        assert options["socket_timeout"] == 10
+        assert options["health_check_interval"] == 30
+        assert options["retry"] == RedisRetry(ExponentialBackoff(cap=0.2, base=0.02), retries=2)
+        assert options["retry"].get_retries() == 2
+    finally:
+        connection.close()
+
+
+def test_connect_redis_keeps_the_database_of_the_url(redis_url: str) -> None:
+    first = connect_redis(redis_url)
+    try:
+        first.set("tracker:test:probe", "1")
+        second = Redis.from_url(redis_url)
+        assert second.get("tracker:test:probe") == b"1"
+        second.close()
+    finally:
+        first.close()
+
+
+def test_connect_redis_to_no_server_fails_fast() -> None:
+    connection = connect_redis("redis://127.0.0.1:1/0")
+    started = time.monotonic()
+    with pytest.raises(RedisConnectionError):
+        connection.ping()
+    assert time.monotonic() - started < 3
+    connection.close()
