@@ -277,3 +277,11 @@ def test_settings_errors_are_one_line_for_every_command(data_dir: Path, command:
     assert len(lines) == 1 and lines[0].startswith("Error: "), lines
     expected = "missing.yaml, which does not exist" if needs == "config" else "REDIS_URL is not set"
     assert expected in lines[0]
+
+
+def test_version() -> None:
+    from tracker import __version__
+
+    result = subprocess.run([*TRACKER, "--version"], capture_output=True, timeout=60)
+    assert result.returncode == 0
+    assert result.stdout.decode().strip() == f"tracker, version {__version__}"

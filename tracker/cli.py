@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import click
 
+from tracker import __version__
 from tracker.settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ def stop_on_signals() -> threading.Event:
 
 
 @click.group()
+@click.version_option(__version__, prog_name="tracker")
 @click.option("-v", "--verbose", is_flag=True, help="Log debug messages.")
 def main(verbose: bool) -> None:
     """Monthly activity tracker for GitHub repositories."""
