@@ -23,12 +23,13 @@ from flask import Flask
 from flask.testing import FlaskClient
 from redis import Redis
 from rq import SimpleWorker
-from sqlalchemy import create_engine
+from sqlalchemy import Engine, create_engine
 
 from tests.paths import FIXTURES, MEGATRON, SHARED, WEBHOOKS  # noqa: F401  (re-exported for tests)
 from tracker.embedded_redis import EmbeddedRedis
 from tracker.queue import github_queue
 from tracker.settings import Settings, load_settings
+from tracker.store.database import connect
 from tracker.store.schema import metadata
 from tracker.web.app import create_app
 from tracker.web.context import services
@@ -153,6 +154,16 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     metadata.drop_all(engine)
     engine.dispose()
     return url
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    """A ledger engine (schema created) on each test database, disposed afterwards."""
+    engine = connect(database_url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
 
 
 @pytest.fixture

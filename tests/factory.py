@@ -12,7 +12,11 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+if TYPE_CHECKING:
+    from tracker.store import ledger
 
 _TEMPLATE: dict[str, Any] | None = None
 
@@ -40,6 +44,25 @@ class Delivery:
 
     def as_record(self) -> dict[str, Any]:
         return {"event": self.event, "delivery_id": self.delivery_id, "body": self.body.decode()}
+
+    def as_ledger_delivery(self, *, form: bool = False, received_at: int | None = None) -> ledger.Delivery:
+        """The delivery as the webhook stores it: a JSON body, or the form encoding GitHub also sends."""
+        from tracker.core.payloads import FORM_CONTENT_TYPE
+        from tracker.store.ledger import Delivery as Stored
+        from tracker.store.ledger import now_ms
+
+        payload = json.loads(self.body)
+        return Stored(
+            id=self.delivery_id,
+            event=self.event,
+            action=payload["action"],
+            repo=payload["repository"]["full_name"],
+            hook_id="4242",
+            content_type=FORM_CONTENT_TYPE if form else "application/json",
+            headers={"X-GitHub-Event": self.event, "X-GitHub-Delivery": self.delivery_id},
+            body=urlencode({"payload": self.body.decode()}).encode() if form else self.body,
+            received_at=now_ms() if received_at is None else received_at,
+        )
 
 
 def pr_payload(

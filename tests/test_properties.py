@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -32,7 +31,7 @@ from tracker.services import Services
 from tracker.settings import load_settings
 from tracker.store.database import connect
 from tracker.store.heads import HeadStore
-from tracker.store.ledger import Delivery, Ledger, now_ms
+from tracker.store.ledger import Delivery, Ledger
 from tracker.store.month_state import MonthState
 from workers import runtime
 from workers.jobs import process_delivery
@@ -156,19 +155,7 @@ def arrivals(draw: st.DrawFn, count: int) -> list[int]:
 
 
 def as_ledger_delivery(delivery: factory.Delivery, form: bool) -> Delivery:
-    payload = json.loads(delivery.body)
-    body = urlencode({"payload": delivery.body.decode()}).encode() if form else delivery.body
-    return Delivery(
-        id=delivery.delivery_id,
-        event=delivery.event,
-        action=payload["action"],
-        repo=payload["repository"]["full_name"],
-        hook_id="4242",
-        content_type=FORM if form else "application/json",
-        headers={"X-GitHub-Event": delivery.event, "X-GitHub-Delivery": delivery.delivery_id},
-        body=body,
-        received_at=now_ms(),
-    )
+    return delivery.as_ledger_delivery(form=form)
 
 
 @dataclass

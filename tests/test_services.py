@@ -63,4 +63,3 @@ def test_an_app_can_be_built_around_given_services(settings: Settings) -> None:
             assert services() is built
     finally:
         built.close()
-

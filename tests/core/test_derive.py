@@ -28,7 +28,7 @@ from tracker.core.timeline import Fact, FactKind
 JSON = "application/json"
 FORM = "application/x-www-form-urlencoded"
 SHANGHAI = "Asia/Shanghai"
-PULL_REQUEST_FILES = sorted(WEBHOOKS.glob("pull_request.*.json")) + sorted(WEBHOOKS.glob("ghes-3.5/pull_request.*.json"))
+PULL_REQUEST_FILES = [*sorted(WEBHOOKS.glob("pull_request.*.json")), *sorted(WEBHOOKS.glob("ghes-3.5/*.json"))]
 # GitHub's example PR (Codertocat/Hello-World #2).
 HEAD_SHA = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
 BASE_SHA = "f95f852bd8fca8fcc58a9a2d6c842781e32a215e"
@@ -478,8 +478,9 @@ def test_repository_key_is_idempotent() -> None:
 
 
 def test_deliveries_spelling_the_repository_differently_share_its_key() -> None:
-    upper = delivery("pull_request", pr_payload("opened", 1, created_at="2026-09-02T01:00:00Z", repo="NVIDIA/Megatron-LM"))
-    lower = delivery("pull_request", pr_payload("opened", 1, created_at="2026-09-02T01:00:00Z", repo="nvidia/megatron-lm"))
+    created = "2026-09-02T01:00:00Z"
+    upper = delivery("pull_request", pr_payload("opened", 1, created_at=created, repo="NVIDIA/Megatron-LM"))
+    lower = delivery("pull_request", pr_payload("opened", 1, created_at=created, repo="nvidia/megatron-lm"))
     a, b = derive_json(upper.body, in_shanghai), derive_json(lower.body, in_shanghai)
     assert a.repo == b.repo == "nvidia/megatron-lm"
     assert (a.full_name, b.full_name) == ("NVIDIA/Megatron-LM", "nvidia/megatron-lm")

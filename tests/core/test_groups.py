@@ -45,7 +45,10 @@ def pr(number: int, title: str, base: str = "main", body: str = "", files: Itera
         ("cp: Fix the MoE router load balancing", TITLE),
         ("Cherry-pick: Fix the MoE router load balancing", TITLE),
         ("backport - Fix the MoE router load balancing", TITLE),
-        ("cp: `add permute fusion into hybrid ep (4089)` into `core_r0.17.0`", "add permute fusion into hybrid ep (4089)"),
+        (
+            "cp: `add permute fusion into hybrid ep (4089)` into `core_r0.17.0`",
+            "add permute fusion into hybrid ep (4089)",
+        ),
         (
             "cp: build: widen flashinfer-python pin to <0.7.0 (#4700) into `dev`",
             "build: widen flashinfer-python pin to <0.7.0",
@@ -72,7 +75,7 @@ def test_display_title(title: str, expected: str) -> None:
 
 @pytest.mark.xfail(
     reason="_INTO_BRANCH makes the backticks optional, so a title ending in 'into <word>' loses it "
-    "although the word names no branch (README: \"into `branch`\" is removed)",
+    'although the word names no branch (README: "into `branch`" is removed)',
     strict=True,
 )
 @pytest.mark.parametrize(
@@ -88,8 +91,7 @@ def test_display_title_keeps_into_a_word_that_is_not_a_branch(title: str) -> Non
 
 
 @pytest.mark.xfail(
-    reason="the removed '(#N)' leaves its space behind before a closing quote: "
-    "'... workaround \"' (real title, #5366)",
+    reason="the removed '(#N)' leaves its space behind before a closing quote: '... workaround \"' (real title, #5366)",
     strict=True,
 )
 def test_display_title_of_a_revert_has_no_space_before_the_quote() -> None:

@@ -165,7 +165,8 @@ def test_each_pr_is_counted_by_hand(number: int) -> None:
     assert stats(snapshot) == expected
     (pr,) = by_number(snapshot).values()
     assert pr["category"] == "substantive"
-    assert pr["counted"] == dict(zip(["opened", "merged", "closed_unmerged", "active_at_cutoff"], map(bool, expected)))
+    names = ["opened", "merged", "closed_unmerged", "active_at_cutoff"]
+    assert pr["counted"] == dict(zip(names, map(bool, expected), strict=True))
 
 
 def test_times_of_each_pr() -> None:
@@ -298,7 +299,12 @@ def test_a_format_signal_without_whitespace_only_patches_stays_substantive() -> 
     assert document[205]["category"] == "substantive"
     assert document[205]["evidence"]["signal"] == "title"
     assert document[205]["evidence"]["note"] == "not every patch is whitespace-only"
-    assert document[205]["counted"] == {"opened": True, "merged": False, "closed_unmerged": False, "active_at_cutoff": True}
+    assert document[205]["counted"] == {
+        "opened": True,
+        "merged": False,
+        "closed_unmerged": False,
+        "active_at_cutoff": True,
+    }
     assert document[206]["category"] == "substantive"
     assert document[206]["evidence"]["rule"] == "code_changed"
     assert document[206]["evidence"]["examples"] == ["megatron/core/router.py"]
@@ -325,7 +331,7 @@ def test_the_format_pattern_given_is_the_one_used() -> None:
     snapshot = build_snapshot(REPO, WINDOW, only, versions, verdicts, strict)
     assert [pr.category for pr in snapshot.pull_requests] == [Category.SUBSTANTIVE, Category.SUBSTANTIVE]
     assert snapshot.excluded["format_only"] == 0
-    assert stats(snapshot) == (1, 0, 0, 1)  # 208 opened and open; 204 committed, open
+    assert stats(snapshot) == (1, 0, 0, 2)  # 208 opened and open; 204 committed in the window and open
 
 
 # --- pending and unavailable heads --------------------------------------------------------------
@@ -527,5 +533,5 @@ def test_a_pr_as_dict_has_every_field() -> None:
             "matching_files": 1,
             "examples": ["megatron/core/m103.py"],
         },
-        "counted": {"opened": True, "merged": True, "closed_unmerged": False, "active_at_cutoff": True and False},
+        "counted": {"opened": True, "merged": True, "closed_unmerged": False, "active_at_cutoff": False},
     }

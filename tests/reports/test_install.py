@@ -23,7 +23,7 @@ from tracker.core.classify import ChangedFile, Rules
 from tracker.core.derive import derive
 from tracker.store.database import connect
 from tracker.store.heads import HeadStore
-from tracker.store.ledger import Delivery, Ledger, now_ms
+from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState
 
 REPO = "octo-org/octo-repo"
@@ -44,20 +44,7 @@ def write_ledger(url: str) -> None:
     try:
         for story in stories:
             for made in story.deliveries:
-                payload = json.loads(made.body)
-                assert ledger.store(
-                    Delivery(
-                        id=made.delivery_id,
-                        event=made.event,
-                        action=payload["action"],
-                        repo=REPO,
-                        hook_id="1",
-                        content_type="application/json",
-                        headers={},
-                        body=made.body,
-                        received_at=now_ms(),
-                    )
-                )
+                assert ledger.store(made.as_ledger_delivery())
                 derivation = derive(made.delivery_id, "application/json", made.body, lambda _: "UTC")
                 state.apply(made.delivery_id, derivation)
                 if derivation.wanted_head is not None:

@@ -38,7 +38,7 @@ from tracker.reports.loading import (
 from tracker.reports.render import render
 from tracker.store.database import connect
 from tracker.store.heads import HeadStore
-from tracker.store.ledger import Delivery, Ledger, now_ms
+from tracker.store.ledger import Delivery, Ledger
 from tracker.store.month_state import MonthState
 
 REPO = "NVIDIA/Megatron-LM"
@@ -62,18 +62,7 @@ def utc(month: int, day: int, hour: int = 0) -> int:
 
 
 def ledger_delivery(delivery: factory.Delivery) -> Delivery:
-    payload = json.loads(delivery.body)
-    return Delivery(
-        id=delivery.delivery_id,
-        event=delivery.event,
-        action=payload["action"],
-        repo=payload["repository"]["full_name"],
-        hook_id="4242",
-        content_type="application/json",
-        headers={"X-GitHub-Event": delivery.event, "X-GitHub-Delivery": delivery.delivery_id},
-        body=delivery.body,
-        received_at=now_ms(),
-    )
+    return delivery.as_ledger_delivery()
 
 
 @dataclass

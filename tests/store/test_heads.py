@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
@@ -14,10 +13,9 @@ from tests import factory
 from tests.factory import PullRequestStory
 from tracker.core.classify import Category, ChangedFile, HeadVerdict, Rules
 from tracker.core.derive import derive
-from tracker.store.database import connect
 from tracker.store.heads import COMPARE, PULLS, UNAVAILABLE, HeadStore, WantedHead, verdict_from_row
 from tracker.store.http_cache import SqlResponseCache
-from tracker.store.ledger import Delivery, Ledger
+from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState
 from tracker.store.schema import head_verdicts
 
@@ -42,35 +40,13 @@ def moment(text: str) -> datetime:
 
 
 @pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = connect(database_url)
-    try:
-        yield engine
-    finally:
-        engine.dispose()
-
-
-@pytest.fixture
 def store(engine: Engine) -> HeadStore:
     return HeadStore(engine)
 
 
 def receive(engine: Engine, delivery: factory.Delivery) -> None:
     """Store a delivery in the ledger and apply what it proves (UTC months)."""
-    payload = json.loads(delivery.body)
-    Ledger(engine).store(
-        Delivery(
-            id=delivery.delivery_id,
-            event=delivery.event,
-            action=payload["action"],
-            repo=payload["repository"]["full_name"],
-            hook_id="4242",
-            content_type="application/json",
-            headers={"X-GitHub-Event": delivery.event, "X-GitHub-Delivery": delivery.delivery_id},
-            body=delivery.body,
-            received_at=1_790_000_000_000,
-        )
-    )
+    Ledger(engine).store(delivery.as_ledger_delivery(received_at=1_790_000_000_000))
     derivation = derive(delivery.delivery_id, "application/json", delivery.body, lambda _name: "UTC")
     assert MonthState(engine).apply(delivery.delivery_id, derivation) is True
 

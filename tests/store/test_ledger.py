@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,7 +13,6 @@ from sqlalchemy import Engine
 from tests import factory
 from tests.conftest import fixture_payload
 from tests.factory import PullRequestStory
-from tracker.store.database import connect
 from tracker.store.ledger import FAILED, PENDING, PROCESSED, Delivery, DeliveryCounts, Ledger, now_ms
 from tracker.store.month_state import MonthState
 
@@ -23,32 +21,12 @@ ISO_SECOND = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 
 
 @pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = connect(database_url)
-    try:
-        yield engine
-    finally:
-        engine.dispose()
-
-
-@pytest.fixture
 def ledger(engine: Engine) -> Ledger:
     return Ledger(engine)
 
 
 def as_ledger_delivery(delivery: factory.Delivery, received_at: int) -> Delivery:
-    payload = json.loads(delivery.body)
-    return Delivery(
-        id=delivery.delivery_id,
-        event=delivery.event,
-        action=payload["action"],
-        repo=payload["repository"]["full_name"],
-        hook_id="4242",
-        content_type="application/json",
-        headers={"X-GitHub-Event": delivery.event, "X-GitHub-Delivery": delivery.delivery_id},
-        body=delivery.body,
-        received_at=received_at,
-    )
+    return delivery.as_ledger_delivery(received_at=received_at)
 
 
 def story_deliveries(number: int = 7, received_at: int = 1_790_000_000_000) -> list[Delivery]:

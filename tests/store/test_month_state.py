@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +18,6 @@ from tracker.core.attributes import AttributeVersion
 from tracker.core.classify import Category, ChangedFile, HeadVerdict, Rules
 from tracker.core.derive import Derivation, derive
 from tracker.core.timeline import Fact, FactKind
-from tracker.store.database import connect
 from tracker.store.heads import PULLS, UNAVAILABLE, HeadStore
 from tracker.store.ledger import PENDING, PROCESSED, Delivery, DeliveryCounts, Ledger
 from tracker.store.month_state import MonthInputs, MonthState
@@ -38,15 +37,6 @@ def moment(text: str) -> datetime:
 
 
 @pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = connect(database_url)
-    try:
-        yield engine
-    finally:
-        engine.dispose()
-
-
-@pytest.fixture
 def ledger(engine: Engine) -> Ledger:
     return Ledger(engine)
 
@@ -57,18 +47,7 @@ def state(engine: Engine) -> MonthState:
 
 
 def as_ledger_delivery(delivery: factory.Delivery) -> Delivery:
-    payload = json.loads(delivery.body)
-    return Delivery(
-        id=delivery.delivery_id,
-        event=delivery.event,
-        action=payload["action"],
-        repo=payload["repository"]["full_name"],
-        hook_id="4242",
-        content_type="application/json",
-        headers={"X-GitHub-Event": delivery.event, "X-GitHub-Delivery": delivery.delivery_id},
-        body=delivery.body,
-        received_at=1_790_000_000_000,
-    )
+    return delivery.as_ledger_delivery(received_at=1_790_000_000_000)
 
 
 def derivation_of(delivery: factory.Delivery, timezone: str = "UTC") -> Derivation:
