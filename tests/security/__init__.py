@@ -1,0 +1,1 @@
+"""Each probe of issue 8 replayed against the service, asserting the safe behaviour."""
