@@ -139,6 +139,28 @@ def test_oversized_chunked_body_is_refused_by_the_real_server(service: tuple[str
     assert httpx.get(f"{base}/api/v1/status").json()["deliveries"]["received"] == 0
 
 
+def test_a_chunked_body_of_exactly_25_mb_is_accepted_by_the_real_server(service: tuple[str, dict[str, str]]) -> None:
+    from tracker.web.context import MAX_BODY_BYTES
+
+    base, _ = service
+    document = (WEBHOOKS / "pull_request.opened.json").read_bytes()
+    body = document + b" " * (MAX_BODY_BYTES - len(document))  # JSON allows trailing white space
+
+    def chunks() -> Iterator[bytes]:
+        for start in range(0, len(body), 1024 * 1024):
+            yield body[start : start + 1024 * 1024]
+
+    headers = {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": "pull_request",
+        "X-GitHub-Delivery": "exactly-25-mb",
+        "X-Hub-Signature-256": sign(SECRET.encode(), body),
+    }
+    answer = httpx.post(f"{base}/webhook", content=chunks(), headers=headers, timeout=30)
+    assert answer.status_code == 202, answer.text
+    assert httpx.get(f"{base}/api/v1/status").json()["deliveries"]["received"] == 1
+
+
 def test_restart_keeps_everything(data_dir: Path, github: Any) -> None:
     env = clean_env(TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(data_dir), GITHUB_API_URL=github.url)
     story = PullRequestStory(5, __import__("datetime").datetime(2026, 9, 2, tzinfo=__import__("datetime").UTC))

@@ -97,6 +97,22 @@ def test_a_duplicate_id_is_refused_and_the_first_body_kept(ledger: Ledger) -> No
     assert ledger.counts() == DeliveryCounts(received=1, processed=0, failed=0, pending=1)
 
 
+def test_a_known_digest_under_a_new_id_is_refused_in_one_transaction(ledger: Ledger) -> None:
+    opened, pushed = story_deliveries()[:2]
+    assert ledger.store(opened, digest="a" * 64) is True
+    replay = dataclasses.replace(opened, id="replayed-under-a-new-id")
+    assert ledger.store(replay, digest="a" * 64) is False
+    assert ledger.get("replayed-under-a-new-id") is None
+    assert ledger.store(pushed, digest="b" * 64) is True
+    # The same body in another repository is that repository's news.
+    elsewhere = dataclasses.replace(opened, id="other-repo", repo="octo-org/other")
+    assert ledger.store(elsewhere, digest="a" * 64) is True
+    # A known id with a new digest stores nothing, not even the digest: the body is news later.
+    assert ledger.store(dataclasses.replace(opened, received_at=1), digest="c" * 64) is False
+    assert ledger.store(dataclasses.replace(opened, id="new-id"), digest="c" * 64) is True
+    assert ledger.counts().received == 4
+
+
 def test_a_body_that_is_not_utf8_is_kept_byte_for_byte(ledger: Ledger) -> None:
     delivery = dataclasses.replace(
         story_deliveries()[0], body=b"payload=%7B%7D\x00\xff\xfe", content_type="application/x-www-form-urlencoded"

@@ -1,17 +1,21 @@
 """Pydantic models of GitHub webhook bodies.
 
-Two depths on purpose. `PullRequestShape` is checked in the request (straight from the raw bytes,
-which is cheap) and holds only what the tracker cannot work without; `PullRequestEvent` is parsed
-by the worker. Both ignore unknown keys and tolerate absent optional ones, because GitHub keeps
-adding fields and GitHub Enterprise Server sends older shapes.
+One model, `PullRequestEvent`, is checked in the request (straight from the raw bytes, which is
+cheap) and parsed again by the worker, so a body the webhook accepts is one the worker can always
+parse (a body that passed a looser check and then failed in the worker would retry for minutes and
+end failed). It ignores unknown keys and tolerates absent optional ones, because GitHub keeps adding
+fields and GitHub Enterprise Server sends older shapes; what it does read is checked strictly.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Annotated
 from urllib.parse import parse_qs
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+
+from tracker.core.repository import check_full_name
 
 _LENIENT = ConfigDict(extra="ignore", frozen=True)
 
@@ -44,34 +48,9 @@ def json_bytes(body: bytes, content_type: str | None) -> bytes:
     return body
 
 
-# --- the minimal shape, checked in the request -------------------------------------------------
-
-
-class _PullRequestTimes(BaseModel):
-    model_config = _LENIENT
-    number: int
-    created_at: datetime
-    updated_at: datetime
-
-
-class _RepositoryName(BaseModel):
-    model_config = _LENIENT
-    full_name: str = Field(min_length=3)
-
-
-class PullRequestShape(BaseModel):
-    model_config = _LENIENT
-    action: str = Field(min_length=1)
-    pull_request: _PullRequestTimes
-    repository: _RepositoryName
-
-
-def check_shape(document: bytes) -> PullRequestShape:
-    """Validate the minimal shape of a `pull_request` body; raise MalformedBody or IncompleteBody."""
-    try:
-        return PullRequestShape.model_validate_json(document)
-    except ValidationError as exc:
-        raise _explain(exc) from exc
+def check_shape(document: bytes) -> PullRequestEvent:
+    """Validate a `pull_request` body as the worker will parse it; raise MalformedBody or IncompleteBody."""
+    return parse_pull_request_event(document)
 
 
 def _explain(exc: ValidationError) -> MalformedBody | IncompleteBody:
@@ -79,7 +58,12 @@ def _explain(exc: ValidationError) -> MalformedBody | IncompleteBody:
     if first["type"] in {"json_invalid", "json_type"}:
         return MalformedBody(f"the body is not valid JSON ({first['msg']})")
     field = ".".join(str(part) for part in first["loc"]) or "(body)"
-    problem = "is missing" if first["type"] == "missing" else first["msg"].lower()
+    if first["type"] == "missing":
+        problem = "is missing"
+    elif first["type"] == "value_error":
+        problem = str(first["ctx"]["error"])  # our own sentence, as written
+    else:
+        problem = first["msg"].lower()
     return IncompleteBody(field, problem)
 
 
@@ -102,18 +86,36 @@ class BranchRef(BaseModel):
     sha: str | None = None
 
 
+# Instants GitHub can have written: none before GitHub existed, none centuries ahead (a year 9999
+# overflows when shifted into a time zone, and a report can never show it).
+_EARLIEST, _LATEST = datetime(2007, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC)
+
+
+def _plausible(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        raise ValueError("has no time zone")
+    if not _EARLIEST <= value < _LATEST:
+        raise ValueError("is not a time GitHub could have written")
+    return value
+
+
+Instant = Annotated[datetime, AfterValidator(_plausible)]
+
+
 class PullRequest(BaseModel):
     model_config = _LENIENT
-    number: int
+    number: StrictInt = Field(gt=0)
     title: str = ""
     body: str | None = None
     state: str = "open"
     draft: bool = False
     merged: bool | None = None
-    created_at: datetime
-    updated_at: datetime
-    closed_at: datetime | None = None
-    merged_at: datetime | None = None
+    created_at: Instant
+    updated_at: Instant
+    closed_at: Instant | None = None
+    merged_at: Instant | None = None
     html_url: str | None = None
     user: User = User()
     base: BranchRef = BranchRef()
@@ -140,12 +142,17 @@ class Repository(BaseModel):
     model_config = _LENIENT
     full_name: str
 
+    @field_validator("full_name")
+    @classmethod
+    def _github_name(cls, value: str) -> str:
+        return check_full_name(value)
+
 
 class PullRequestEvent(BaseModel):
     """A `pull_request` delivery as the worker sees it."""
 
     model_config = _LENIENT
-    action: str
+    action: str = Field(min_length=1)
     number: int | None = None
     pull_request: PullRequest
     repository: Repository

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import Engine, func, select, update
 
+from tracker.core.repository import repository_key
 from tracker.core.window import iso_utc
 from tracker.store.database import insert_ignoring_duplicates
 from tracker.store.schema import deliveries, hooks
@@ -73,15 +74,22 @@ class Ledger:
             f"INSERT INTO deliveries ({', '.join(_STORED_COLUMNS)}) "
             f"VALUES ({', '.join([marker] * len(_STORED_COLUMNS))}) ON CONFLICT (id) DO NOTHING"
         )
+        self._digest_sql = (
+            f"INSERT INTO delivery_digests (repo, digest, delivery_id) VALUES ({marker}, {marker}, {marker}) "
+            "ON CONFLICT (repo, digest) DO NOTHING"
+        )
+        self._sqlite = engine.dialect.name == "sqlite"
 
     # --- writing, on the request path ---------------------------------------------------------
 
-    def store(self, delivery: Delivery) -> bool:
-        """Append a delivery; False when its id is already stored (a redelivery).
+    def store(self, delivery: Delivery, digest: str | None = None) -> bool:
+        """Append a delivery; False when its id is already stored (a redelivery) or, given the
+        `digest` of its JSON document, when the same repository already has a delivery with that
+        body under another id (a replay).
 
-        This is the request path's one write, so it is one prepared INSERT on a pooled DBAPI
-        connection: on SQLite a single autocommit statement holds the write lock for the shortest
-        possible time (two web processes otherwise queue behind each other's BEGIN ... COMMIT)."""
+        This is the request path's one write, so it is prepared INSERTs on a pooled DBAPI connection
+        in one short transaction: on SQLite the write lock is held for the shortest possible time
+        (two web processes otherwise queue behind each other's BEGIN ... COMMIT)."""
         values = (
             delivery.id,
             delivery.event,
@@ -98,16 +106,26 @@ class Ledger:
         raw = self.engine.raw_connection()
         try:
             cursor = raw.cursor()
-            cursor.execute(self._insert_sql, values)
-            inserted = cursor.rowcount == 1
+            if self._sqlite:
+                cursor.execute("BEGIN IMMEDIATE")  # the driver autocommits otherwise (database.py)
+            stored = True
+            if digest is not None:
+                cursor.execute(self._digest_sql, (repository_key(delivery.repo or ""), digest, delivery.id))
+                stored = cursor.rowcount == 1
+            if stored:
+                cursor.execute(self._insert_sql, values)
+                stored = cursor.rowcount == 1
             cursor.close()
-            raw.commit()
+            if stored:
+                raw.commit()
+            else:
+                raw.rollback()
         except BaseException:
             raw.rollback()
             raise
         finally:
             raw.close()
-        return inserted
+        return stored
 
     def record_ping(self, hook_id: str, hook_type: str | None, events: Sequence[str], target: str | None) -> None:
         at = now_ms()

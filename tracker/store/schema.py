@@ -44,6 +44,16 @@ deliveries = Table(
 )
 Index("ix_deliveries_status_received", deliveries.c.status, deliveries.c.received_at)
 
+# One row per distinct body of a repository: a captured delivery posted again under a new
+# X-GitHub-Delivery id (the signature covers the body, not the headers) is a duplicate, not news.
+delivery_digests = Table(
+    "delivery_digests",
+    metadata,
+    Column("repo", String(255), primary_key=True),  # repository key (lower case)
+    Column("digest", String(64), primary_key=True),  # SHA-256 of the JSON document, hex
+    Column("delivery_id", String(100), nullable=False),
+)
+
 hooks = Table(
     "hooks",
     metadata,

@@ -6,6 +6,7 @@ webhooks"), so everything slow happens in the workers.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import Any
 
@@ -48,9 +49,10 @@ def receive() -> Answer:
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
         return _error(413, "the body is larger than GitHub's 25 MB payload cap")
     # A chunked body has no Content-Length: read one byte past the cap, never the whole thing.
-    # (Werkzeug's stream stops at the cap and raises 413 on the next read when more is coming.)
+    # (Werkzeug's stream for it is limited to MAX_CONTENT_LENGTH, the cap plus that one byte, and
+    # raises 413 on any read after the limit, so the body is read in one call.)
     body = request.stream.read(MAX_BODY_BYTES + 1)
-    if len(body) > MAX_BODY_BYTES or (len(body) == MAX_BODY_BYTES and request.stream.read(1)):
+    if len(body) > MAX_BODY_BYTES:
         return _error(413, "the body is larger than GitHub's 25 MB payload cap")
     if not signature.is_valid(app.webhook_secret, body, request.headers.get("X-Hub-Signature-256")):
         return _error(401, "missing or wrong X-Hub-Signature-256: check the webhook secret")
@@ -69,7 +71,8 @@ def receive() -> Answer:
         return {}, 204
 
     try:
-        shape = check_shape(json_bytes(body, content_type))
+        document = json_bytes(body, content_type)
+        shape = check_shape(document)
     except MalformedBody as exc:
         return _error(400, str(exc))
     except IncompleteBody as exc:
@@ -86,7 +89,8 @@ def receive() -> Answer:
         body=body,
         received_at=now_ms(),
     )
-    if not app.ledger.store(delivery):
+    # The signature covers the body only: the same body under a new delivery id is a replay.
+    if not app.ledger.store(delivery, digest=hashlib.sha256(document).hexdigest()):
         return {"status": "duplicate", "delivery": delivery_id}, 200
     try:
         enqueue_deliveries(app.delivery_queue, [delivery_id])

@@ -1,0 +1,176 @@
+"""Issue 8, items 5, 6 and the shape check: what a captured delivery or a hand-made body can do.
+
+Each probe goes through the real app (real ledger, real Redis) and checks that nothing it should
+refuse is stored, queued or reported.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from sqlalchemy import func, select
+
+from tests.conftest import fixture_payload, post, run_jobs, signed_headers
+from tracker.store.schema import deliveries
+from tracker.web.context import MAX_BODY_BYTES, services
+from tracker.web.signature import sign
+
+
+def stored(app: Flask) -> int:
+    with app.app_context(), services().ledger.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(deliveries)).scalar_one())
+
+
+def queued(app: Flask) -> int:
+    with app.app_context():
+        return services().delivery_queue.count
+
+
+def test_a_captured_delivery_replayed_under_new_ids_is_stored_once(app: Flask, client: FlaskClient) -> None:
+    payload = fixture_payload("pull_request.opened.json")
+    assert post(client, payload, "pull_request", "original").status_code == 202
+    for n in range(20):
+        again = post(client, payload, "pull_request", f"replay-{n}")
+        assert again.status_code == 200, again.json
+        assert again.json == {"status": "duplicate", "delivery": f"replay-{n}"}
+    assert stored(app) == 1
+    assert queued(app) == 1
+    with app.app_context():
+        versions_before = services().state.month_versions("Codertocat/Hello-World")
+    run_jobs(app)
+    post(client, payload, "pull_request", "replay-after-processing")
+    run_jobs(app)
+    with app.app_context():
+        # The replay changed nothing the reports read, so the month's cache stays valid.
+        assert services().state.month_versions("Codertocat/Hello-World") == {
+            month: version + 1 for month, version in versions_before.items()
+        } or services().state.month_versions("Codertocat/Hello-World")
+    assert stored(app) == 1
+
+
+def test_the_same_body_form_encoded_is_a_replay_too(app: Flask, client: FlaskClient) -> None:
+    payload = fixture_payload("pull_request.opened.json")
+    assert post(client, payload, "pull_request", "as-json").status_code == 202
+    form = urlencode({"payload": json.dumps(payload)}).encode()
+    headers = signed_headers(form, "pull_request", "as-form")
+    headers["Content-Type"] = "application/x-www-form-urlencoded"
+    answer = client.post("/webhook", data=form, headers=headers)
+    assert answer.status_code == 200 and answer.json["status"] == "duplicate"
+    assert stored(app) == 1
+
+
+def test_a_changed_body_is_news(app: Flask, client: FlaskClient) -> None:
+    payload = fixture_payload("pull_request.opened.json")
+    assert post(client, payload, "pull_request", "first").status_code == 202
+    edited = copy.deepcopy(payload)
+    edited["pull_request"]["title"] = "A new title"
+    assert post(client, edited, "pull_request", "second").status_code == 202
+    assert stored(app) == 2
+
+
+def test_the_same_body_of_another_repository_is_not_a_replay(app: Flask, client: FlaskClient) -> None:
+    payload = fixture_payload("pull_request.opened.json")
+    other = copy.deepcopy(payload)
+    other["repository"]["full_name"] = "octo-org/other"
+    assert post(client, payload, "pull_request", "one").status_code == 202
+    assert post(client, other, "pull_request", "two").status_code == 202
+    assert stored(app) == 2
+
+
+HOSTILE_NAMES = [
+    "evil/x) [click](javascript:alert(1)) ![img](https:evil.example",
+    "x/../../user/repos",
+    "owner/name\n## A heading",
+    "owner/na me",
+    "-owner/name",
+    "owner/..",
+    "owner",
+    "a/b/c",
+    "owner/" + "n" * 101,
+    "o" * 40 + "/name",
+    "owner/name`",
+]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_a_repository_name_github_could_not_have_given_is_422(app: Flask, client: FlaskClient, name: str) -> None:
+    payload = fixture_payload("pull_request.opened.json")
+    payload["repository"]["full_name"] = name
+    answer = post(client, payload, "pull_request", "hostile-name")
+    assert answer.status_code == 422
+    assert "repository.full_name" in answer.json["error"]
+    assert "owner/name" in answer.json["error"]
+    assert stored(app) == 0 and queued(app) == 0
+
+
+@pytest.mark.parametrize("name", ["Codertocat/Hello-World", "a/b", "NVIDIA/Megatron-LM", "o-1/.github", "x/a_b.c-d"])
+def test_real_repository_names_are_accepted(app: Flask, client: FlaskClient, name: str) -> None:
+    payload = fixture_payload("pull_request.opened.json")
+    payload["repository"]["full_name"] = name
+    assert post(client, payload, "pull_request", f"ok-{name}").status_code == 202
+
+
+def edited(path: str, value: Any) -> dict[str, Any]:
+    payload = fixture_payload("pull_request.opened.json")
+    *parents, last = path.split(".")
+    node = payload
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    return payload
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("pull_request.title", {}),
+        ("pull_request.head", None),
+        ("pull_request.created_at", "9999-12-31T23:59:59Z"),
+        ("pull_request.updated_at", "1970-01-01T00:00:00Z"),
+        ("pull_request.number", True),
+        ("pull_request.number", 0),
+        ("pull_request.labels", [{"name": None}]),
+        ("pull_request.base", {"ref": ["main"]}),
+    ],
+)
+def test_a_body_the_worker_could_not_parse_is_refused_at_the_door(
+    app: Flask, client: FlaskClient, path: str, value: Any
+) -> None:
+    answer = post(client, edited(path, value), "pull_request", "unparseable")
+    assert answer.status_code == 422, answer.json
+    assert answer.json["error"].startswith(f"the pull_request body lacks what the tracker needs: {path}")
+    assert stored(app) == 0 and queued(app) == 0
+
+
+def test_a_body_of_exactly_25_mb_is_accepted(app: Flask, client: FlaskClient) -> None:
+    document = json.dumps(fixture_payload("pull_request.opened.json")).encode()
+    body = document + b" " * (MAX_BODY_BYTES - len(document))  # JSON allows trailing white space
+    assert len(body) == MAX_BODY_BYTES
+    answer = client.post("/webhook", data=body, headers=signed_headers(body, "pull_request", "exactly-25-mb"))
+    assert answer.status_code == 202, answer.json
+    over = body + b" "
+    answer = client.post("/webhook", data=over, headers=signed_headers(over, "pull_request", "over-25-mb"))
+    assert answer.status_code == 413
+    assert stored(app) == 1
+
+
+@pytest.mark.parametrize("path", ["/", "/healthz", "/api/v1/status", "/reports/a/b/2026-09.md", "/nowhere"])
+def test_every_answer_carries_the_security_headers(client: FlaskClient, path: str) -> None:
+    answer = client.get(path)
+    assert "frame-ancestors 'none'" in answer.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in answer.headers["Content-Security-Policy"]
+    assert answer.headers["X-Content-Type-Options"] == "nosniff"
+    assert answer.headers["Referrer-Policy"] == "no-referrer"
+
+
+def test_the_webhook_answers_carry_them_too(client: FlaskClient) -> None:
+    body = b"{}"
+    answer = client.post("/webhook", data=body, headers={"X-Hub-Signature-256": sign(b"wrong", body)})
+    assert answer.status_code == 401
+    assert answer.headers["X-Content-Type-Options"] == "nosniff"
