@@ -430,3 +430,51 @@ def test_without_a_cache_nothing_is_stored(filled: Tracker, redis: Redis) -> Non
     text = rendered(filled.state, filled.config, request, "md", "zh-CN")
     assert text.splitlines()[0] == "# Megatron-LM 月度活动报告 — 2026年9月（最终版，截至2026-09-30）"
     assert render_keys(redis) == set()
+
+
+def test_the_json_document_is_cached_once_for_every_language(filled: Tracker, redis: Redis) -> None:
+    request = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
+    english = rendered(filled.state, filled.config, request, "json", "en", cache=redis)
+    chinese = rendered(filled.state, filled.config, request, "json", "zh-CN", cache=redis)
+    assert english == chinese
+    assert len(render_keys(redis)) == 1
+
+
+def test_the_cache_keeps_at_most_its_bound_dropping_the_least_recently_used(
+    filled: Tracker, redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tracker.reports import cache
+
+    monkeypatch.setattr(cache, "MAX_ENTRIES", 3)
+    requests = [
+        resolve(filled.state, filled.config, REPO, "2026-09", f"2026-09-{day:02d}", today=TODAY) for day in (1, 2, 3)
+    ]
+    key_of = []
+    for request in requests:
+        before = render_keys(redis)
+        rendered(filled.state, filled.config, request, "md", "en", cache=redis)
+        (new,) = render_keys(redis) - before
+        key_of.append(new)
+    assert render_keys(redis) == set(key_of)
+    # Use the 1st again, then render a 4th cutoff: the 2nd, least recently used, is dropped.
+    rendered(filled.state, filled.config, requests[0], "md", "en", cache=redis)
+    fourth = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-04", today=TODAY)
+    rendered(filled.state, filled.config, fourth, "md", "en", cache=redis)
+    after = render_keys(redis)
+    assert len(after) == 3
+    assert set(key_of) - after == {key_of[1]}
+    assert redis.zcard(cache.INDEX) == 3
+    for key in render_keys(redis):
+        assert 0 < redis.ttl(key) <= cache.CACHE_SECONDS  # every entry expires
+
+
+def test_an_entry_larger_than_the_bound_is_not_kept(
+    filled: Tracker, redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tracker.reports import cache
+
+    monkeypatch.setattr(cache, "MAX_ENTRY_BYTES", 100)
+    request = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
+    text = rendered(filled.state, filled.config, request, "md", "en", cache=redis)
+    assert len(text.encode()) > 100
+    assert render_keys(redis) == set()

@@ -2,12 +2,18 @@
 
 A rendered report is cached in Redis under a key that holds the month's change counter and the
 ledger's generation, so an unchanged month is served from the cache and a changed one never is.
+
+Anyone can ask for any cutoff of any month in two languages, and the queue shares this Redis, so
+the cache is bounded by construction rather than by Redis eviction (which could pick queue keys):
+every entry expires, an entry larger than MAX_ENTRY_BYTES is not kept, and an index of entries by
+last use keeps at most MAX_ENTRIES, dropping the least recently used.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import time
 
 from redis import Redis
 
@@ -18,7 +24,10 @@ from tracker.reports.render import render
 from tracker.store.month_state import MonthState
 
 log = logging.getLogger(__name__)
-CACHE_SECONDS = 24 * 3600
+CACHE_SECONDS = 6 * 3600
+MAX_ENTRIES = 128
+MAX_ENTRY_BYTES = 4 * 1024 * 1024  # a 1,400-PR month's JSON is about 2 MB; at most 512 MB in all
+INDEX = "tracker:render-index"  # sorted set: entry key -> last use (epoch seconds)
 
 
 def rendered(
@@ -42,7 +51,7 @@ def rendered(
                     request.window.cutoff.isoformat(),
                     request.window.timezone,
                     fmt,
-                    lang,
+                    lang if fmt != "json" else "",  # the JSON document is the same in every language
                     str(version),
                     generation,
                     config.model_dump_json(),
@@ -53,6 +62,7 @@ def rendered(
         try:
             hit = cache.get(key)
             if hit is not None:
+                cache.zadd(INDEX, {key: time.time()})
                 return hit.decode("utf-8") if isinstance(hit, bytes) else str(hit)
         except Exception:  # a cache outage costs a render, nothing more
             log.warning("render cache unavailable", exc_info=True)
@@ -60,7 +70,24 @@ def rendered(
     text = render(report_for(state, config, request), fmt, lang)
     if cache is not None and key is not None:
         try:
-            cache.set(key, text.encode("utf-8"), ex=CACHE_SECONDS)
+            _keep(cache, key, text.encode("utf-8"))
         except Exception:
             log.warning("render cache unavailable", exc_info=True)
     return text
+
+
+def _keep(cache: Redis, key: str, value: bytes) -> None:
+    if len(value) > MAX_ENTRY_BYTES:
+        return
+    now = time.time()
+    pipe = cache.pipeline(transaction=False)
+    pipe.set(key, value, ex=CACHE_SECONDS)
+    pipe.zadd(INDEX, {key: now})
+    pipe.zremrangebyscore(INDEX, "-inf", now - CACHE_SECONDS)  # entries that expired by themselves
+    pipe.zcard(INDEX)
+    size = pipe.execute()[-1]
+    if size > MAX_ENTRIES:
+        popped: list[tuple[bytes, float]] = cache.zpopmin(INDEX, size - MAX_ENTRIES)  # type: ignore[assignment]
+        evicted = [entry[0] for entry in popped]
+        if evicted:
+            cache.delete(*evicted)
