@@ -143,3 +143,21 @@ def test_compare_and_pull_request(fake: FakeGitHub) -> None:
         assert client.pull_request(REPO, 7)["head"]["sha"] == "b" * 40
         compared = client.compare(REPO, "c" * 40, "a" * 40)
     assert [f["filename"] for f in compared["files"]] == ["tests/a.py"]
+
+
+@pytest.mark.parametrize(
+    ("call", "args"),
+    [
+        ("pull_request", ("x/../../user/repos", 1)),
+        ("pull_request_files", ("evil/x) [a](b)", 1)),
+        ("pull_request_files", ("octo-org/octo-repo", True)),
+        ("pull_request", ("octo-org/octo-repo", 0)),
+        ("compare", ("octo-org/octo-repo", "../../user", "a" * 40)),
+        ("compare", ("octo-org/octo-repo", "a" * 40, "HEAD~1")),
+    ],
+)
+def test_paths_are_built_from_validated_parts_only(github: FakeGitHub, call: str, args: tuple[object, ...]) -> None:
+    with GitHubClient(github.url, None) as client:
+        with pytest.raises(ValueError):
+            getattr(client, call)(*args)
+        assert client.requests == 0  # refused before anything was sent

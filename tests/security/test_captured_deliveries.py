@@ -136,6 +136,8 @@ def edited(path: str, value: Any) -> dict[str, Any]:
         ("pull_request.number", 0),
         ("pull_request.labels", [{"name": None}]),
         ("pull_request.base", {"ref": ["main"]}),
+        ("pull_request.head.sha", "../../../user/repos"),
+        ("pull_request.base.sha", "main"),
     ],
 )
 def test_a_body_the_worker_could_not_parse_is_refused_at_the_door(

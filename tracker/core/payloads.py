@@ -13,7 +13,16 @@ from datetime import UTC, datetime
 from typing import Annotated
 from urllib.parse import parse_qs
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
 from tracker.core.repository import check_full_name
 
@@ -83,7 +92,8 @@ class User(BaseModel):
 class BranchRef(BaseModel):
     model_config = _LENIENT
     ref: str | None = None
-    sha: str | None = None
+    # A commit id (SHA-1, or SHA-256 on GitHub Enterprise): it becomes part of API paths.
+    sha: Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{7,64}$")] | None = None
 
 
 # Instants GitHub can have written: none before GitHub existed, none centuries ahead (a year 9999

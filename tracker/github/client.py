@@ -9,6 +9,7 @@ answers are retried a few times with exponential backoff and jitter, then raised
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import httpx
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from tracker import __version__
+from tracker.core.repository import check_full_name
 
 API_VERSION = "2022-11-28"
 PER_PAGE = 100
@@ -113,19 +115,24 @@ class GitHubClient:
 
     # --- endpoints ------------------------------------------------------------------------------
 
+    # Paths are built from validated parts only: a repository name, a number or a sha from a webhook
+    # body must never reach another endpoint (`x/../../user/repos` would become `/user/repos/...`).
+
     def pull_request(self, repo: str, number: int) -> dict[str, Any]:
-        page = self.get(f"/repos/{repo}/pulls/{number}")
+        page = self.get(f"{_repository_path(repo)}/pulls/{_number(number)}")
         return dict(page.data)
 
     def pull_request_files(self, repo: str, number: int) -> list[dict[str, Any]]:
         """Every page of `GET /repos/{repo}/pulls/{number}/files` (at most 3,000 files)."""
         files: list[dict[str, Any]] = []
-        for page in self.pages(f"/repos/{repo}/pulls/{number}/files", {"per_page": PER_PAGE}):
+        path = f"{_repository_path(repo)}/pulls/{_number(number)}/files"
+        for page in self.pages(path, {"per_page": PER_PAGE}):
             files.extend(page)
         return files
 
     def compare(self, repo: str, base: str, head: str) -> dict[str, Any]:
-        page = self.get(f"/repos/{repo}/compare/{base}...{head}", {"per_page": PER_PAGE})
+        path = f"{_repository_path(repo)}/compare/{_sha(base)}...{_sha(head)}"
+        page = self.get(path, {"per_page": PER_PAGE})
         return dict(page.data)
 
     # --- mechanics ------------------------------------------------------------------------------
@@ -212,3 +219,22 @@ def _message(response: httpx.Response) -> str:
         return str(response.json().get("message", ""))[:300]
     except (ValueError, AttributeError):
         return response.text[:300]
+
+
+_SHA = re.compile(r"[0-9a-fA-F]{7,64}")
+
+
+def _repository_path(repo: str) -> str:
+    return f"/repos/{check_full_name(repo)}"
+
+
+def _number(number: int) -> int:
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise ValueError(f"not a pull request number: {number!r}")
+    return number
+
+
+def _sha(sha: str) -> str:
+    if not _SHA.fullmatch(sha):
+        raise ValueError(f"not a commit sha: {sha!r}")
+    return sha
