@@ -478,3 +478,26 @@ def test_an_entry_larger_than_the_bound_is_not_kept(
     text = rendered(filled.state, filled.config, request, "md", "en", cache=redis)
     assert len(text.encode()) > 100
     assert render_keys(redis) == set()
+
+
+def test_text_rendered_by_other_code_is_never_served(
+    filled: Tracker, redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tracker.reports import cache
+
+    request = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
+    rendered(filled.state, filled.config, request, "md", "en", cache=redis)
+    (old,) = render_keys(redis)
+    redis.set(old, b"rendered by the previous release", keepttl=True)
+    monkeypatch.setattr(cache, "CODE", "the templates or the core changed")
+    text = rendered(filled.state, filled.config, request, "md", "en", cache=redis)
+    assert text == render(report_for(filled.state, filled.config, request), "md", "en")
+    assert len(render_keys(redis)) == 2
+
+
+def test_the_code_fingerprint_covers_the_templates() -> None:
+    from tracker.reports import cache
+
+    assert cache._code_fingerprint() == cache.CODE  # stable: computed from the files, nothing else
+    templates = sorted((Path(cache.__file__).parent / "templates").glob("*.j2"))
+    assert len(templates) == 3

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from pathlib import Path
 
 from redis import Redis
 
@@ -28,6 +29,21 @@ CACHE_SECONDS = 6 * 3600
 MAX_ENTRIES = 128
 MAX_ENTRY_BYTES = 4 * 1024 * 1024  # a 1,400-PR month's JSON is about 2 MB; at most 512 MB in all
 INDEX = "tracker:render-index"  # sorted set: entry key -> last use (epoch seconds)
+
+
+def _code_fingerprint() -> str:
+    """What produced a rendered text: the core's and the reports' sources and the templates. In the
+    cache key, so an upgrade that changes any of them never serves text rendered by the old code."""
+    package = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for folder, pattern in (("core", "*.py"), ("reports", "*.py"), ("reports/templates", "*")):
+        for path in sorted((package / folder).glob(pattern)):
+            if path.is_file():
+                digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+CODE = _code_fingerprint()
 
 
 def rendered(
@@ -46,6 +62,7 @@ def rendered(
             "|".join(
                 [
                     __version__,
+                    CODE,
                     request.repo.lower(),
                     str(request.window.month),
                     request.window.cutoff.isoformat(),

@@ -1,7 +1,12 @@
 """Rendering a report as Markdown (en-US, zh-CN), HTML, or JSON. Same report, same bytes.
 
-PR titles and labels are untrusted: Markdown output neutralises them (`md` filter), HTML output
-is autoescaped by Jinja2, and JSON is JSON.
+PR titles, labels, branch names, directory names (layout themes) and the repository name are
+untrusted. Every rendered piece of them is one line without control or invisible characters
+(`plain`); Markdown output then escapes what could start structure and neutralises what GitHub
+would turn into a link, a mention or a reference (`md`), or puts it in a code span that cannot be
+closed early (`code`); HTML output is autoescaped by Jinja2. Links are built here from the parts
+(`github_url`), never taken from the data. JSON keeps the snapshot's data as it came, with the
+invisible characters written as `\\u` escapes.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import re
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
+from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
@@ -22,7 +28,41 @@ FORMATS = ("md", "html", "json")
 _LANGUAGE_ALIASES = {"en": "en", "en-us": "en", "zh": "zh-CN", "zh-cn": "zh-CN", "zh-hans": "zh-CN"}
 # Characters that can start Markdown or HTML structure inside a line; newlines are removed first.
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|!~&])")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
+# C0 and C1 controls, DEL, the line and paragraph separators: each becomes a space. U+009B is an
+# 8-bit CSI a terminal may act on when `tracker render` writes to one.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+# Invisible characters that reorder or hide what a reader sees (Trojan Source, CVE-2021-42574;
+# Unicode UAX #9): the bidirectional embeddings, overrides and isolates (U+202A-U+202E,
+# U+2066-U+2069), the implicit marks U+200E/U+200F and U+061C; the zero-width space, non-joiner and
+# joiner (U+200B-U+200D), the word joiner U+2060 and the BOM U+FEFF; with them the other invisible
+# format characters of the same blocks (U+2061-U+2064, U+206A-U+206F) and the tag characters
+# (U+E0000-U+E007F), which spell hidden text. They are removed, not spaced: they sit inside words.
+_INVISIBLE_CHARACTERS = "\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\U000e0000-\U000e007f"
+_INVISIBLE = re.compile(f"[{_INVISIBLE_CHARACTERS}]+")
+# What a JSON document writes as `\uXXXX` escapes: the data keeps them, the bytes do not show them.
+# With them DEL, the C1 controls and U+2028/U+2029, which JavaScript before ES2019 took for line ends.
+_JSON_ESCAPED = re.compile(f"[\x7f-\x9f\u2028\u2029{_INVISIBLE_CHARACTERS}]")
+# What GitHub would turn into a link, a notification or a cross-reference once a report is posted to
+# an issue. Two mechanisms, two remedies (checked against cmarkgfm, the bindings of GitHub's parser):
+# - URL and www autolinks are made while cmark-gfm parses, at an unescaped `:` followed by `//` and
+#   at a literal `www.`: a backslash escape of that `:` or `.` (CommonMark allows one before any
+#   ASCII punctuation) reads the same and makes no link.
+# - @mentions, team mentions, `#123`, `GH-123` and `owner/repo#123` are found by GitHub after
+#   parsing, in the text of the HTML, and e-mail autolinks in cmark-gfm's post-processing, after
+#   adjacent text is merged. Backslash escapes and entities (`\@`, `&#64;`, `&#35;`) are resolved by
+#   then and do not help (github/markup#1168, github/cmark-gfm#181). An empty HTML comment after the
+#   `@` or `#` splits the text, GitHub leaves it out of the page, and the reader sees `@user` or
+#   `#123` as plain text; OpenJDK's Skara bot does the same on GitHub (openjdk/skara#1045). No
+#   zero-width character: it would survive a copy and paste, and `plain` removes them on principle.
+# `#123` is neutralised although a title may mean it: the number refers to the source repository, so
+# it links the wrong issue when the report is posted in another repository, and in the same one
+# adds a backlink to that issue at every posting. The report links each PR it narrates itself.
+_GITHUB_AUTOLINK = re.compile(r"@|#(?=[0-9])|(?i:gh)-(?=[0-9])|:(?=//)|(?i:www)\.")
+_GITHUB_NEUTRALISED = {"@": "@<!-- -->", "#": "#<!-- -->", ":": "\\:"}
+# GitHub's rules for the owner (a user or organisation: alphanumerics and single inner hyphens, at
+# most 39) and the repository name (alphanumerics, `.`, `-`, `_`, at most 100, not `.` or `..`).
+_OWNER = re.compile(r"(?=[A-Za-z0-9-]{1,39}\Z)[A-Za-z0-9](?:-?[A-Za-z0-9])*")
+_REPOSITORY = re.compile(r"(?!\.{1,2}\Z)[A-Za-z0-9._-]{1,100}")
 MAX_TITLE = 200
 
 
@@ -40,15 +80,66 @@ def language(value: str | None) -> str:
 
 
 def plain(text: str, limit: int | None = MAX_TITLE) -> str:
-    """One line, no control characters, at most `limit` characters."""
-    line = _CONTROL.sub(" ", text).strip()
+    """One line, no control or invisible characters, at most `limit` characters."""
+    line = _CONTROL.sub(" ", _INVISIBLE.sub("", text)).strip()
     line = re.sub(r"\s+", " ", line)
     return line if limit is None or len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
 def markdown_text(text: str, limit: int | None = None) -> str:
-    """Untrusted text made inert in Markdown: one line, every structural character escaped."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", plain(text, limit))
+    """Untrusted text made inert in Markdown: one line, every structural character escaped, nothing
+    GitHub would link, mention or reference."""
+    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", plain(text, limit))
+    inert = _GITHUB_AUTOLINK.sub(_neutralise, escaped)
+    # A heading drops a closing run of `#` after a space (CommonMark 4.2): escape the run's first.
+    opened = inert.rstrip("#")
+    if opened != inert and (not opened or opened.endswith(" ")):
+        inert = opened + "\\" + inert[len(opened) :]
+    return inert
+
+
+def _neutralise(match: re.Match[str]) -> str:
+    found = match.group()
+    if found in _GITHUB_NEUTRALISED:
+        return _GITHUB_NEUTRALISED[found]
+    if found.endswith("-"):  # GH-123
+        return found + "<!-- -->"
+    return found[:-1] + "\\."  # www.
+
+
+def code_span(text: str) -> str:
+    """Untrusted text as a Markdown code span. Backslash escapes mean nothing inside one (CommonMark
+    6.1), so the text is not escaped: the span is fenced with one backtick more than the longest run
+    in the text, which cannot close it early, and padded with a space where the text touches a
+    backtick (the parser strips one space on each side). GitHub links and mentions nothing in code."""
+    line = plain(text, limit=None)
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", line)), default=0) + 1)
+    pad = " " if not line or line.startswith("`") or line.endswith("`") else ""
+    return f"{fence}{pad}{line}{pad}{fence}"
+
+
+def github_url(repo: str, *path: str | int) -> str:
+    """`https://github.com/<owner>/<repo>[/<path>…]` from validated parts. A name outside GitHub's
+    rules (stored before the webhook checked names) has every character but `A-Za-z0-9_.-~`
+    percent-encoded: it stays one path segment of a github.com URL, whatever it holds, and nothing
+    of it can end a Markdown link or an HTML attribute."""
+    owner, _, name = repo.partition("/")
+    parts = [owner, name, *(str(part) for part in path)]
+    if not (_OWNER.fullmatch(owner) and _REPOSITORY.fullmatch(name)):
+        parts[:2] = [_segment(owner), _segment(name)]
+    return "https://github.com/" + "/".join(parts)
+
+
+def _segment(part: str) -> str:
+    # `.` and `..` would be resolved away as dot-segments (RFC 3986 5.2.4): encode them too.
+    encoded = quote(part, safe="")
+    return encoded.replace(".", "%2E") if set(part) <= {"."} else encoded
+
+
+def pull_url(repo: str, number: int) -> str:
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise ValueError(f"not a pull request number: {number!r}")
+    return github_url(repo, "pull", number)
 
 
 @cache
@@ -63,7 +154,10 @@ def _environment(kind: str) -> Environment:
         keep_trailing_newline=True,
     )
     environment.filters["md"] = markdown_text
+    environment.filters["code"] = code_span
     environment.filters["plain"] = plain
+    # One line without control or invisible characters, whatever its length (names, sentences).
+    environment.filters["line"] = lambda text: plain(text, limit=None)
     return environment
 
 
@@ -155,10 +249,10 @@ def _plural(count: int, word: str) -> str:
 
 
 def citations_markdown(change: Change) -> list[str]:
-    """`[<base branch> #<n>](<url>)`. A branch name keeps its `_` (intraword, it emphasises nothing,
-    and git refs cannot hold `[`); anything else structural is escaped."""
+    """`[<base branch> #<n>](<url>)`. The branch is escaped like any untrusted text: `_` included,
+    since `release/_wip_` would render as emphasis (a `_` after punctuation can open one)."""
     return [
-        f"[{markdown_text(c.base_ref or 'unknown').replace(chr(92) + '_', '_')} #{c.number}]({c.url})"
+        f"[{markdown_text(c.base_ref or 'unknown')} #{c.number}]({pull_url(change.repo, c.number)})"
         for c in change.citations
     ]
 
@@ -196,7 +290,10 @@ def chart(days: Sequence[Day]) -> dict[str, Any]:
 
 def render(report: Report, fmt: str, lang: str) -> str:
     if fmt == "json":
-        return json.dumps(report_document(report), ensure_ascii=False, indent=2) + "\n"
+        text = json.dumps(report_document(report), ensure_ascii=False, indent=2)
+        # Only inside strings can these characters occur, where `\\uXXXX` means the same character:
+        # the parsed document is unchanged, the bytes read in a terminal or a browser reorder nothing.
+        return _JSON_ESCAPED.sub(_json_escape, text) + "\n"
     template = f"report.{lang}.md.j2" if fmt == "md" else "report.html.j2"
     context = {
         "report": report,
@@ -207,6 +304,8 @@ def render(report: Report, fmt: str, lang: str) -> str:
         "overview": overview(report, lang),
         "theme_summary": theme_summary,
         "citations": citations_markdown,
+        "repo_url": github_url(report.snapshot.repo),
+        "pull_url": pull_url,
         "chart": chart(report.days),
         "other_lang": "en" if lang == "zh-CN" else "zh-CN",
         "themed": report.themed,
@@ -214,11 +313,24 @@ def render(report: Report, fmt: str, lang: str) -> str:
     return _environment(fmt).get_template(template).render(**context)
 
 
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a UTF-16 surrogate pair, as JSON writes characters beyond the BMP (RFC 8259 7)
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
 def report_document(report: Report) -> dict[str, Any]:
-    """The JSON snapshot, with each narrated PR's section, theme and group, and the report's outline."""
+    """The JSON snapshot, with each narrated PR's section, theme and group, and the report's outline.
+
+    The snapshot's fields are data as GitHub sent it (a consumer may need the exact title or branch),
+    except `url`, a link, built like every link of the report. The outline is the report's text:
+    its titles and names are cleaned like the Markdown's and the HTML's (`plain`, uncut)."""
     document = report.snapshot.as_dict()
     placement = report.placement()
     for pr in document["pull_requests"]:
+        pr["url"] = pull_url(report.snapshot.repo, pr["number"])
         place = placement.get(pr["number"])
         pr["section"] = place["section"] if place else None
         pr["theme"] = place["theme"] if place else None
@@ -231,15 +343,19 @@ def report_document(report: Report) -> dict[str, Any]:
                 "themes": [
                     {
                         "id": theme.id,
-                        "en": theme.en,
-                        "zh": theme.zh,
+                        "en": plain(theme.en, limit=None),
+                        "zh": plain(theme.zh, limit=None),
                         "highlights": [
                             {
                                 "id": highlight.id,
-                                "en": highlight.en,
-                                "zh": highlight.zh,
+                                "en": plain(highlight.en, limit=None),
+                                "zh": plain(highlight.zh, limit=None),
                                 "changes": [
-                                    {"id": change.id, "title": change.title, "group": list(change.numbers)}
+                                    {
+                                        "id": change.id,
+                                        "title": plain(change.title, limit=None),
+                                        "group": list(change.numbers),
+                                    }
                                     for change in highlight.changes
                                 ],
                             }
