@@ -21,6 +21,10 @@ from tracker.queue import (
     GITHUB_QUEUE_NAME,
     JOB_FUNCTION,
     QUEUE_NAME,
+    WEB_REDIS,
+    WORKER_DEQUEUE_TIMEOUT,
+    WORKER_REDIS,
+    WORKER_TTL,
     connect_redis,
     delivery_queue,
     enqueue_deliveries,
@@ -328,11 +332,27 @@ def test_connect_redis_options(redis_url: str) -> None:
     try:
         assert connection.ping() is True
         options = connection.connection_pool.connection_kwargs
-        assert options["socket_connect_timeout"] == 2
-        assert options["socket_timeout"] == 10
+        # The web's (the default): a hung Redis costs a request about a second, well inside
+        # GitHub's 10-second limit; a refused or reset connection is retried, a timeout is not.
+        assert options["socket_connect_timeout"] == WEB_REDIS.connect == 0.5
+        assert options["socket_timeout"] == WEB_REDIS.socket == 1.0
         assert options["health_check_interval"] == 30
-        assert options["retry"] == RedisRetry(ExponentialBackoff(cap=0.2, base=0.02), retries=2)
+        assert options["retry"] == RedisRetry(
+            ExponentialBackoff(cap=0.2, base=0.02), retries=2, supported_errors=(RedisConnectionError,)
+        )
         assert options["retry"].get_retries() == 2
+    finally:
+        connection.close()
+
+
+def test_connect_redis_for_a_worker_outlasts_its_blocking_dequeue(redis_url: str) -> None:
+    connection = connect_redis(redis_url, WORKER_REDIS)
+    try:
+        assert connection.ping() is True
+        options = connection.connection_pool.connection_kwargs
+        assert options["socket_connect_timeout"] == WORKER_REDIS.connect == 2.0
+        # RQ blocks in BLPOP for worker_ttl - 15 s and wants dequeue + 10 s of socket timeout.
+        assert options["socket_timeout"] == WORKER_REDIS.socket == WORKER_DEQUEUE_TIMEOUT + 10 == WORKER_TTL - 5
     finally:
         connection.close()
 

@@ -122,22 +122,21 @@ def web(settings: Settings, host: str, port: int, processes: int) -> None:
 
 @main.command()
 @click.option("--burst", is_flag=True, help="Stop when the queue is empty.")
-@with_services()
-def worker(services: Services, burst: bool) -> None:
-    """Process deliveries from the queue (RQ)."""
-    from rq import SimpleWorker
+@with_settings
+def worker(settings: Settings, burst: bool) -> None:
+    """Process deliveries from the queue (RQ); while Redis is unreachable, wait for it."""
+    from tracker.queue import WORKER_REDIS
+    from tracker.services import Services
+    from workers.runtime import work
 
-    from workers import runtime
-    from workers.sweep import sweep
-
-    runtime.install(services)
-    sweep(services, grace_seconds=0)
-    # SimpleWorker runs jobs in this process: jobs are short and idempotent, and forking a work horse
-    # per job costs about 14 ms of CPU against 3 ms (MEASURED.md). Deliveries come first; GitHub
-    # fetches wait behind them.
-    SimpleWorker([services.delivery_queue, services.github_queue], connection=services.require_redis()).work(
-        burst=burst, with_scheduler=True
-    )
+    # The long socket timeout a blocking dequeue needs (tracker.queue.WORKER_REDIS).
+    services = Services.from_settings(settings, redis_timeouts=WORKER_REDIS)
+    try:
+        if burst:
+            _require_redis(services)
+        work(services, burst=burst)
+    finally:
+        services.close()
 
 
 @main.command("sweep")
@@ -146,12 +145,19 @@ def worker(services: Services, burst: bool) -> None:
 @with_services()
 def sweep_command(services: Services, every: float, grace: float) -> None:
     """Re-enqueue accepted deliveries that were never processed."""
+    from redis.exceptions import RedisError
+
     from workers.sweep import sweep, sweep_forever
 
     if every <= 0:
-        click.echo(f"re-enqueued {sweep(services, grace)} deliveries")
+        _require_redis(services)
+        try:
+            swept = sweep(services, grace)
+        except RedisError as exc:
+            raise click.ClickException(f"Redis failed during the sweep ({type(exc).__name__}: {exc})") from exc
+        click.echo(f"re-enqueued {swept} deliveries")
         return
-    sweep_forever(services, every, stop_on_signals(), grace)
+    sweep_forever(services, every, stop_on_signals(), grace)  # waits for Redis while it is unreachable
 
 
 @main.command()
@@ -167,7 +173,8 @@ def redis(settings: Settings) -> None:
     click.echo(f"embedded Redis on {server.url}; export REDIS_URL={server.url} or leave it unset")
     stop = stop_on_signals()
     try:
-        stop.wait()
+        while not stop.wait(0.5):
+            server.keep_alive()  # a server that died starts again from its append-only file
     finally:
         server.stop()
 
@@ -187,12 +194,37 @@ def rebuild(services: Services) -> None:
 @main.command("retry-failed")
 @with_services()
 def retry_failed(services: Services) -> None:
-    """Put every failed delivery back on the queue."""
-    from tracker.queue import enqueue_deliveries
+    """Put every failed delivery back on the queue (nothing changes while Redis is unreachable)."""
+    from redis.exceptions import RedisError
 
-    ids = services.ledger.reset_failed()
-    enqueue_deliveries(services.delivery_queue, ids)
+    from tracker.queue import enqueue_deliveries
+    from tracker.store.ledger import FAILED
+
+    _require_redis(services, "nothing was changed")
+    # The jobs first, the ledger after: a Redis that fails half-way leaves every delivery failed.
+    ids = services.ledger.ids_with_status(FAILED)
+    try:
+        enqueue_deliveries(services.delivery_queue, ids)
+    except RedisError as exc:
+        raise click.ClickException(
+            f"Redis failed while queueing ({type(exc).__name__}: {exc}): the deliveries stay failed; try again"
+        ) from exc
+    services.ledger.reset_failed(ids)
     click.echo(f"re-enqueued {len(ids)} failed deliveries")
+
+
+def _require_redis(services: Services, consequence: str = "") -> None:
+    """For commands that do one thing with Redis and end: a Redis that does not answer is one line
+    that says so, not a traceback (the long-running `worker` and `sweep --every` wait instead)."""
+    from tracker.queue import redis_address, redis_failure
+
+    connection = services.require_redis()
+    failure = redis_failure(connection, timeout=2.0)
+    if failure is not None:
+        consequence = f"; {consequence}" if consequence else ""
+        raise click.ClickException(
+            f"Redis at {redis_address(connection)} does not answer ({type(failure).__name__}: {failure}){consequence}"
+        )
 
 
 @main.command("render")

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
-from redis import Redis
-from redis.backoff import ExponentialBackoff
+from redis import ConnectionPool, Redis
+from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 from redis.retry import Retry as RedisRetry
 from rq import Queue, Retry
 from rq.job import JOB_ID_PATTERN, Job, JobStatus
@@ -29,16 +34,108 @@ FETCH_MARKER_GRACE = 900
 log = logging.getLogger(__name__)
 
 
-def connect_redis(url: str) -> Redis:
-    # Few, short retries: when Redis is down the webhook must still answer well inside GitHub's
-    # 10-second limit (the delivery is in the ledger; the sweep enqueues it later).
+@dataclass(frozen=True)
+class RedisTimeouts:
+    """How long one Redis call may wait, in seconds: for the connection, and for each answer."""
+
+    connect: float
+    socket: float
+
+
+# The request path. GitHub counts a delivery as failed when the answer takes over 10 seconds, and
+# the webhook answers 202 once the delivery is in the ledger whatever Redis does (the sweep enqueues
+# it later): a Redis that hangs (SIGSTOP, swapped out, a stalled disk under its AOF) costs a request
+# about a second, never more. A timed-out call is not retried; a refused or reset one is, quickly.
+WEB_REDIS = RedisTimeouts(connect=0.5, socket=1.0)
+
+# RQ workers block in BLPOP for their dequeue timeout, which RQ derives from the worker TTL
+# (`worker_ttl - 15`), and RQ raises a connection's socket timeout below `dequeue + 10` to that, but
+# only in the pool's settings: a connection the pool made before the worker was built keeps the short
+# one and times out every BLPOP. So workers connect with the long timeout from the start.
+# A short TTL keeps the work loop turning (it runs RQ's maintenance, which is where a worker takes
+# over the scheduler lock of one that was killed) at least every WORKER_DEQUEUE_TIMEOUT seconds.
+WORKER_TTL = 30
+WORKER_DEQUEUE_TIMEOUT = WORKER_TTL - 15
+WORKER_REDIS = RedisTimeouts(connect=2.0, socket=WORKER_DEQUEUE_TIMEOUT + 10)
+
+# /healthz answers within a second (load balancers and `tracker run` users poll it): one PING on a
+# connection of its own, no retries.
+PROBE_TIMEOUT = 0.5
+
+# What a probe connection copies from the connection it stands in for (never the pool's internals).
+_ADDRESS_OPTIONS = ("host", "port", "path", "db", "username", "password", "credential_provider", "protocol")
+
+
+def connect_redis(url: str, timeouts: RedisTimeouts = WEB_REDIS) -> Redis:
+    """A Redis client for `url`; web processes and one-shot commands use the short timeouts, workers
+    WORKER_REDIS. Nothing connects until the first command."""
     return Redis.from_url(
         url,
-        socket_connect_timeout=2,
-        socket_timeout=10,
+        socket_connect_timeout=timeouts.connect,
+        socket_timeout=timeouts.socket,
         health_check_interval=30,
-        retry=RedisRetry(ExponentialBackoff(cap=0.2, base=0.02), retries=2),
+        # A pooled connection Redis closed (a restart) is replaced at once; a hung server is not
+        # asked twice.
+        retry=RedisRetry(ExponentialBackoff(cap=0.2, base=0.02), retries=2, supported_errors=(RedisConnectionError,)),
     )
+
+
+def redis_address(connection: Redis) -> str:
+    """Where `connection` points, for messages (no credentials)."""
+    options = connection.connection_pool.connection_kwargs
+    if "path" in options:
+        return f"unix://{options['path']}"
+    return f"{options.get('host', 'localhost')}:{options.get('port', 6379)}/{options.get('db', 0)}"
+
+
+def redis_failure(connection: Redis, timeout: float = PROBE_TIMEOUT) -> Exception | None:
+    """None when the Redis of `connection` answers a PING within `timeout` seconds, else the error.
+    The PING goes over a connection of its own, so neither the pool's longer timeouts nor its
+    retries nor a health check before it can stretch the wait."""
+    pool = connection.connection_pool
+    options: dict[str, Any] = {
+        key: value for key, value in pool.connection_kwargs.items() if key in _ADDRESS_OPTIONS or key.startswith("ssl")
+    }
+    probe_pool = ConnectionPool(
+        connection_class=pool.connection_class,
+        socket_connect_timeout=timeout,
+        socket_timeout=timeout,
+        retry=RedisRetry(NoBackoff(), 0),
+        **options,
+    )
+    try:
+        Redis(connection_pool=probe_pool).ping()
+    except (RedisError, OSError) as exc:
+        return exc
+    finally:
+        probe_pool.disconnect()
+    return None
+
+
+def wait_for_redis(
+    connection: Redis, stop: threading.Event, who: str, *, first: float = 0.25, longest: float = 5.0
+) -> bool:
+    """True once Redis answers; False when `stop` is set first. Asks again after `first` seconds,
+    twice as long each time up to `longest`, and logs one line when it starts waiting and one when
+    Redis is back: an outage is two lines in the log, not a traceback every few seconds."""
+    failure = redis_failure(connection, timeout=2.0)
+    if failure is None:
+        return True
+    log.warning(
+        "%s: Redis at %s does not answer (%s: %s); waiting for it",
+        who,
+        redis_address(connection),
+        type(failure).__name__,
+        failure,
+    )
+    started = time.monotonic()
+    delay = first
+    while not stop.wait(delay):
+        if redis_failure(connection, timeout=2.0) is None:
+            log.info("%s: Redis answers again (waited %.0f s)", who, time.monotonic() - started)
+            return True
+        delay = min(delay * 2, longest)
+    return False
 
 
 def delivery_queue(connection: Redis) -> Queue:

@@ -18,7 +18,7 @@ from tracker.config import TrackerConfig, load_config
 from tracker.embedded_redis import redis_url
 from tracker.github.client import GitHubClient
 from tracker.github.quota import Quota
-from tracker.queue import connect_redis, delivery_queue, github_queue
+from tracker.queue import WEB_REDIS, RedisTimeouts, connect_redis, delivery_queue, github_queue
 from tracker.settings import Settings, SettingsError
 from tracker.store.database import connect
 from tracker.store.heads import HeadStore
@@ -39,12 +39,15 @@ class Services:
     _closed: bool = field(default=False, repr=False)
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, redis: bool = True) -> Services:
+    def from_settings(
+        cls, settings: Settings, *, redis: bool = True, redis_timeouts: RedisTimeouts = WEB_REDIS
+    ) -> Services:
         """Open the ledger (creating its schema if missing) and, when `redis`, connect to Redis
-        (REDIS_URL, or the embedded server that `tracker run` or `tracker redis` started).
+        (REDIS_URL, or the embedded server that `tracker run` or `tracker redis` started) with
+        `redis_timeouts` (workers pass the long ones their blocking dequeue needs).
         Raises SettingsError with what to do."""
         config = load_config(settings)
-        connection = connect_redis(redis_url(settings)) if redis else None
+        connection = connect_redis(redis_url(settings), redis_timeouts) if redis else None
         engine = connect(settings.resolved_database_url)
         return cls(settings, config, Ledger(engine), MonthState(engine), connection)
 

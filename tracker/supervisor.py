@@ -1,7 +1,8 @@
 """`tracker run`: one machine, every part — web, workers, sweep, and the embedded Redis if needed.
 
 Each part is a child process running the same `tracker` subcommand a multi-machine deployment
-would run. A child that dies is restarted; Ctrl-C or SIGTERM stops them all, Redis last.
+would run. A child that dies is restarted, and so is the embedded Redis (its append-only file keeps
+the data; workers and the sweep wait for it meanwhile); Ctrl-C or SIGTERM stops them all, Redis last.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 
 from tracker.embedded_redis import EmbeddedRedis
@@ -22,6 +24,11 @@ from tracker.store.database import connect
 log = logging.getLogger(__name__)
 
 _STOP_TIMEOUT = 15.0
+# What is left of a dead child's process group (RQ's scheduler process, forked by a worker) gets
+# this long to stop after SIGTERM before SIGKILL.
+_GROUP_STOP_TIMEOUT = 3.0
+# A child restarted more than this many times in a minute waits a few seconds before the next start.
+_FLAPPING_RESTARTS, _FLAPPING_PAUSE = 5, 5.0
 
 
 @dataclass
@@ -30,6 +37,7 @@ class Child:
     args: list[str]
     process: subprocess.Popen[bytes] | None = None
     restarts: list[float] = field(default_factory=list)
+    start_at: float | None = None  # when a child that exited is due to start again
 
 
 def run(settings: Settings, host: str, port: int, workers: int, web_processes: int, sweep_every: float) -> int:
@@ -61,13 +69,12 @@ def run(settings: Settings, host: str, port: int, workers: int, web_processes: i
             _start(child, env)
         log.info("tracker running on http://%s:%d (Ctrl-C stops it)", host, port)
         while not stopping:
+            if embedded is not None:
+                embedded.keep_alive()
             for child in children:
-                assert child.process is not None
-                code = child.process.poll()
-                if code is not None and not stopping:
-                    log.warning("%s exited with code %s; restarting it", child.name, code)
-                    _pause_if_flapping(child)
-                    _start(child, env)
+                if stopping:
+                    break
+                _watch(child, env)
             time.sleep(0.2)
     finally:
         _stop_all(children)
@@ -79,17 +86,74 @@ def run(settings: Settings, host: str, port: int, workers: int, web_processes: i
     return 0
 
 
+def _watch(child: Child, env: dict[str, str]) -> None:
+    """Restart a child that exited, without holding up the loop (which also watches Redis)."""
+    if child.start_at is not None:
+        if time.monotonic() >= child.start_at:
+            _start(child, env)
+        return
+    assert child.process is not None
+    code = child.process.poll()
+    if code is None:
+        return
+    _end_group(child)
+    now = time.monotonic()
+    child.restarts = [t for t in child.restarts if now - t < 60] + [now]
+    flapping = len(child.restarts) > _FLAPPING_RESTARTS
+    log.warning("%s exited with code %s; restarting it%s", child.name, code, " in 5 s" if flapping else "")
+    child.start_at = now + (_FLAPPING_PAUSE if flapping else 0.0)
+
+
 def _start(child: Child, env: dict[str, str]) -> None:
     # Each child gets its own process group, so Ctrl-C in the terminal reaches only the supervisor,
     # which then stops the children in order.
+    child.start_at = None
     child.process = subprocess.Popen(child.args, env=env, start_new_session=True)
 
 
-def _pause_if_flapping(child: Child) -> None:
-    now = time.monotonic()
-    child.restarts = [t for t in child.restarts if now - t < 60] + [now]
-    if len(child.restarts) > 5:
-        time.sleep(5)
+def _end_group(child: Child) -> None:
+    """Stop what is left of an exited child's process group. A worker killed with SIGKILL leaves its
+    RQ scheduler process running, holding the scheduler lock; SIGTERM makes it give the lock back,
+    so the restarted worker takes it over at once."""
+    assert child.process is not None
+    group = child.process.pid  # the child led its own session, so its pid names the group
+    if not _signal_group(group, signal.SIGTERM):
+        return
+    deadline = time.monotonic() + _GROUP_STOP_TIMEOUT
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if not _group_alive(group):
+            return
+    log.warning("what was left of %s did not stop in time; killing it", child.name)
+    _signal_group(group, signal.SIGKILL)
+
+
+def _signal_group(group: int, sig: int) -> bool:
+    """Send `sig` to a process group; False when no process is left in it."""
+    try:
+        os.killpg(group, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process of the group still runs. Zombies do not count: an orphan that exited waits
+    for PID 1 to reap it, and in a container PID 1 is often a program that never does."""
+    if not _signal_group(group, 0):
+        return False
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after it
+            state, _ppid, pgrp = stat.read_text().rpartition(")")[2].split()[:3]
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+        if int(pgrp) == group and state != "Z":
+            return True
+    return False
 
 
 def _stop_all(children: list[Child]) -> None:
@@ -106,3 +170,4 @@ def _stop_all(children: list[Child]) -> None:
             log.warning("%s did not stop in time; killing it", child.name)
             child.process.kill()
             child.process.wait()
+        _end_group(child)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import logging
 import threading
 
+from redis.exceptions import RedisError
+
 from tracker.core.repository import repository_key
-from tracker.queue import enqueue_deliveries, enqueue_head_fetch, job_id, waiting_jobs
+from tracker.queue import enqueue_deliveries, enqueue_head_fetch, job_id, wait_for_redis, waiting_jobs
 from tracker.services import Services
 from tracker.store.ledger import PENDING, now_ms
 
@@ -51,9 +53,15 @@ def sweep(services: Services, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> i
 
 
 def sweep_forever(services: Services, every_seconds: float, stop: threading.Event, grace_seconds: float) -> None:
-    while not stop.is_set():
+    """Sweep every `every_seconds` until `stop`. While Redis is unreachable it waits for it (one line
+    in the log when the wait starts, one when it ends) and sweeps as soon as it answers again."""
+    connection = services.require_redis()
+    while wait_for_redis(connection, stop, "sweep"):
         try:
             sweep(services, grace_seconds)
-        except Exception:  # keep sweeping: a Redis or database outage is temporary
+        except RedisError as exc:  # Redis went away mid-sweep, or refuses writes (a full disk)
+            log.warning("sweep: Redis failed (%s: %s); trying again in %.0f s", type(exc).__name__, exc, every_seconds)
+        except Exception:  # keep sweeping: a database outage is temporary
             log.exception("sweep failed; trying again in %.0f s", every_seconds)
-        stop.wait(every_seconds)
+        if stop.wait(every_seconds):
+            return

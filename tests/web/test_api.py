@@ -202,3 +202,113 @@ def test_start_up_without_a_secret_is_a_clear_error(settings: Settings) -> None:
 
     with pytest.raises(SettingsError, match="TRACKER_WEBHOOK_SECRET is not set"):
         create_app(settings.model_copy(update={"webhook_secret": None}))
+
+
+# --- Redis trouble (issue 8): /healthz within a second, retry-failed changing nothing ------------
+
+
+def failed_deliveries(app: Flask, count: int) -> list[str]:
+    """Deliveries in the ledger that used up their retries."""
+    from tracker.web.context import services
+
+    story = PullRequestStory(301, at("2026-09-02T01:00:00Z")).opened()
+    for day in range(3, 3 + count - 1):
+        story.pushed(at(f"2026-09-{day:02d}T01:00:00Z"))
+    with app.app_context():
+        ledger = services().ledger
+        for d in story.deliveries:
+            assert ledger.store(d.as_ledger_delivery())
+            ledger.record_attempt_failed(d.delivery_id, "ValueError: probe", final=True)
+    return [d.delivery_id for d in story.deliveries]
+
+
+def statuses(app: Flask, ids: list[str]) -> list[str | None]:
+    from tracker.web.context import services
+
+    with app.app_context():
+        return [services().ledger.status_of(delivery_id) for delivery_id in ids]
+
+
+ADMIN = {"Authorization": "Bearer test-admin-token"}
+
+
+def test_healthz_answers_503_within_a_second_when_redis_hangs(settings: Settings) -> None:
+    import time
+
+    from tests.security.test_redis_outage import HEALTHZ_LIMIT, RedisServer
+
+    server = RedisServer().start()
+    try:
+        client = create_app(settings.model_copy(update={"redis_url": server.url})).test_client()
+        assert client.get("/healthz").status_code == 200
+        server.hang()
+        for _ in range(2):  # the pooled connection is not used: each check has its own
+            started = time.monotonic()
+            answer = client.get("/healthz")
+            took = time.monotonic() - started
+            assert answer.status_code == 503
+            assert answer.json == {"status": "unavailable", "ledger": "ok", "redis": "unreachable (TimeoutError)"}
+            assert took < HEALTHZ_LIMIT, f"/healthz answered after {took:.2f} s"
+        server.resume()
+        assert client.get("/healthz").status_code == 200
+    finally:
+        server.kill()
+
+
+def test_retry_failed_while_redis_is_down_is_503_and_changes_nothing(settings: Settings) -> None:
+    app = create_app(settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"}))
+    ids = failed_deliveries(app, 2)
+    answer = app.test_client().post("/api/v1/deliveries/retry-failed", headers=ADMIN)
+    assert answer.status_code == 503
+    assert answer.json["error"].startswith("Redis is unreachable (ConnectionError): nothing was changed")
+    assert statuses(app, ids) == ["failed", "failed"]
+
+
+def test_retry_failed_changes_nothing_when_redis_fails_while_queueing(
+    app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from tracker.web import api
+    from tracker.web.context import services
+
+    ids = failed_deliveries(app, 3)
+
+    def fails_half_way(queue: object, delivery_ids: object) -> int:
+        raise RedisConnectionError("Connection closed by server.")
+
+    monkeypatch.setattr(api, "enqueue_deliveries", fails_half_way)
+    answer = client.post("/api/v1/deliveries/retry-failed", headers=ADMIN)
+    assert answer.status_code == 503
+    assert "nothing was changed" in answer.json["error"]
+    assert statuses(app, ids) == ["failed"] * 3
+    monkeypatch.undo()
+
+    answer = client.post("/api/v1/deliveries/retry-failed", headers=ADMIN)  # Redis is fine again
+    assert answer.json == {"requeued": 3}
+    assert statuses(app, ids) == ["pending"] * 3
+    with app.app_context():
+        assert services().delivery_queue.count == 3
+
+
+def test_retry_failed_queues_first_and_leaves_what_a_worker_processed_meanwhile(
+    app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rq import Queue
+
+    from tracker.queue import enqueue_deliveries
+    from tracker.web import api
+    from workers.jobs import process_delivery
+
+    first, second = failed_deliveries(app, 2)
+
+    def queue_then_a_worker_is_quick(queue: Queue, delivery_ids: list[str]) -> int:
+        assert statuses(app, [first, second]) == ["failed", "failed"]  # the ledger is untouched until now
+        count = enqueue_deliveries(queue, delivery_ids)
+        process_delivery(first)  # a worker ran the first job before the ledger was updated
+        return count
+
+    monkeypatch.setattr(api, "enqueue_deliveries", queue_then_a_worker_is_quick)
+    answer = client.post("/api/v1/deliveries/retry-failed", headers=ADMIN)
+    assert answer.json == {"requeued": 2}
+    assert statuses(app, [first, second]) == ["processed", "pending"]

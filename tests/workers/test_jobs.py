@@ -212,3 +212,95 @@ def test_the_sweep_leaves_queued_deliveries_alone(app: Flask, client: FlaskClien
         assert s.delivery_queue.count == total
         assert sweep(s, grace_seconds=0) == 0  # every job is still waiting
         assert s.delivery_queue.count == total  # nothing queued twice (a worker start sweeps like this)
+
+
+# --- a worker that outlives Redis trouble, and its scheduler (issue 8) ---------------------------
+
+
+def test_a_worker_connection_keeps_the_timeout_its_blocking_dequeue_needs(settings: Settings) -> None:
+    """RQ raises a lower socket timeout to `dequeue + 10` in the pool's settings only, so a worker
+    whose pool already held short-timeout connections timed out every BLPOP: workers connect with
+    the long timeout from the start, and RQ finds nothing to change."""
+    import threading
+
+    from tracker.queue import WEB_REDIS, WORKER_DEQUEUE_TIMEOUT, WORKER_REDIS, WORKER_TTL
+    from tracker.services import Services
+    from workers.runtime import MAINTENANCE_INTERVAL, Worker
+
+    built = Services.from_settings(settings, redis_timeouts=WORKER_REDIS)
+    try:
+        options = dict(built.require_redis().connection_pool.connection_kwargs)
+        worker = Worker(built, threading.Event())
+        assert worker.worker_ttl == WORKER_TTL
+        assert worker.dequeue_timeout == WORKER_DEQUEUE_TIMEOUT == WORKER_TTL - 15
+        assert worker.maintenance_interval == MAINTENANCE_INTERVAL <= WORKER_DEQUEUE_TIMEOUT
+        assert options["socket_timeout"] == WORKER_REDIS.socket >= worker.connection_timeout > worker.dequeue_timeout
+        assert built.require_redis().connection_pool.connection_kwargs["socket_timeout"] == options["socket_timeout"]
+        assert WEB_REDIS.socket < worker.dequeue_timeout  # the web's would not do
+    finally:
+        built.close()
+
+
+def test_a_surviving_worker_takes_over_the_scheduler_of_a_killed_one() -> None:
+    """Probe: SIGKILL the worker whose scheduler holds the lock (scheduler and all). Before: the other
+    workers asked for the lock every 10 minutes, so retries and rate-limit waits stayed unscheduled for
+    up to 11 minutes. Two `tracker worker` processes on a private Redis, no supervisor."""
+    import tempfile
+    from datetime import UTC, timedelta
+    from pathlib import Path
+
+    from rq import Queue
+    from rq.job import Job, JobStatus
+
+    from tests.test_cli import TRACKER, clean_env
+    from tests.test_supervisor import LOCK, alive, scheduler_holding, wait_until
+    from tracker.embedded_redis import EmbeddedRedis
+    from tracker.queue import QUEUE_NAME, WORKER_DEQUEUE_TIMEOUT
+    from workers.runtime import MAINTENANCE_INTERVAL
+
+    with tempfile.TemporaryDirectory(prefix="trk-") as directory:
+        server = EmbeddedRedis(Path(directory))
+        server.start()
+        env = clean_env(TRACKER_DATA_DIR=directory, REDIS_URL=server.url, GITHUB_API_URL="http://127.0.0.1:1")
+        workers = [
+            subprocess.Popen([*TRACKER, "worker"], env=env, start_new_session=True, stderr=subprocess.DEVNULL)
+            for _ in range(2)
+        ]
+        redis = Redis(unix_socket_path=str(server.socket), socket_timeout=2)
+        try:
+            wait_until(lambda: scheduler_holding(redis) is not None, 30, "no scheduler took the lock")
+            name, scheduler = scheduler_holding(redis) or ("", 0)
+            holder = os.getpgid(scheduler)  # the scheduler is a fork of its worker, which leads the group
+            os.killpg(holder, signal.SIGKILL)
+            wait_until(lambda: not alive(scheduler), 5, "the scheduler outlived SIGKILL")
+            assert 0 < redis.ttl(LOCK) <= 61  # nobody gives it back: it lapses within a minute
+            redis.delete(LOCK)  # skip that minute: what follows is what happens once it lapsed
+            took = wait_until(
+                lambda: scheduler_holding(redis) is not None,
+                MAINTENANCE_INTERVAL + WORKER_DEQUEUE_TIMEOUT + 10,
+                "the surviving worker did not take the scheduler over",
+            )
+            assert took <= MAINTENANCE_INTERVAL + WORKER_DEQUEUE_TIMEOUT + 5
+            new_name, new_scheduler = scheduler_holding(redis) or (name, 0)
+            assert new_name != name
+            survivor = next(w for w in workers if w.pid != holder)
+            assert os.getpgid(new_scheduler) == survivor.pid
+
+            job = Queue(QUEUE_NAME, connection=redis).enqueue_at(
+                datetime.now(UTC) + timedelta(seconds=1), "builtins.len", [1, 2, 3]
+            )
+            wait_until(
+                lambda: Job.fetch(job.id, connection=redis).get_status() == JobStatus.FINISHED,
+                15,
+                "the scheduled job did not run",
+            )
+        finally:
+            for worker in workers:
+                if worker.poll() is None:
+                    worker.send_signal(signal.SIGTERM)
+            for worker in workers:
+                try:
+                    worker.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(worker.pid, signal.SIGKILL)
+            server.stop()

@@ -244,13 +244,28 @@ class Ledger:
                 .values(**values)
             )
 
-    def reset_failed(self) -> list[str]:
-        """Turn every failed delivery back to pending; their ids, for re-enqueueing."""
+    def reset_failed(self, ids: Sequence[str] | None = None) -> list[str]:
+        """Turn failed deliveries back to pending: every one, or those of `ids` still failed (a job
+        may have processed one since); their ids. `retry-failed` enqueues the jobs first and then
+        passes their ids, so a Redis that fails half-way leaves the ledger as it was."""
+        if ids is None:
+            with self.engine.begin() as conn:
+                ids = list(conn.execute(select(deliveries.c.id).where(deliveries.c.status == FAILED)).scalars())
+                if ids:
+                    conn.execute(update(deliveries).where(deliveries.c.status == FAILED).values(status=PENDING))
+            return ids
+        reset: list[str] = []
         with self.engine.begin() as conn:
-            ids = list(conn.execute(select(deliveries.c.id).where(deliveries.c.status == FAILED)).scalars())
-            if ids:
-                conn.execute(update(deliveries).where(deliveries.c.status == FAILED).values(status=PENDING))
-        return ids
+            for start in range(0, len(ids), 500):
+                reset.extend(
+                    conn.execute(
+                        update(deliveries)
+                        .where(deliveries.c.status == FAILED, deliveries.c.id.in_(list(ids[start : start + 500])))
+                        .values(status=PENDING)
+                        .returning(deliveries.c.id)
+                    ).scalars()
+                )
+        return reset
 
 
 def _delivery(row: Any) -> Delivery:

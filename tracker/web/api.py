@@ -7,14 +7,16 @@ import logging
 from typing import Any
 
 from flask import Blueprint, Response, render_template, request
+from redis.exceptions import RedisError
 from sqlalchemy import text
 
 from tracker.core.window import WindowError
 from tracker.github.quota import Quota
-from tracker.queue import enqueue_deliveries, queue_counts, waiting_on_github
+from tracker.queue import enqueue_deliveries, queue_counts, redis_failure, waiting_on_github
 from tracker.reports.cache import rendered
 from tracker.reports.loading import UnknownRepository, resolve
 from tracker.reports.render import FORMATS, UnknownLanguage, language
+from tracker.settings import SettingsError
 from tracker.store.ledger import FAILED
 from tracker.web.context import services
 
@@ -97,9 +99,23 @@ def retry_failed() -> Any:
     given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
     if not hmac.compare_digest(given.encode(), token.get_secret_value().encode()):
         return {"error": "send Authorization: Bearer <TRACKER_ADMIN_TOKEN>"}, 401
-    ids = app.ledger.reset_failed()
-    enqueue_deliveries(app.delivery_queue, ids)
-    return {"requeued": len(ids)}
+    # Redis first, and the ledger only after the jobs are queued: while Redis is down nothing
+    # changes (the deliveries stay failed, for another try), and a Redis that fails half-way
+    # leaves them failed too (a job queued before the failure may still process its delivery).
+    queue = app.delivery_queue
+    failure = redis_failure(queue.connection)
+    if failure is None:
+        ids = app.ledger.ids_with_status(FAILED)
+        try:
+            enqueue_deliveries(queue, ids)
+        except RedisError as exc:
+            failure = exc
+        else:
+            app.ledger.reset_failed(ids)
+            return {"requeued": len(ids)}
+    log.warning("retry-failed refused: Redis is unreachable (%s: %s)", type(failure).__name__, failure)
+    message = f"Redis is unreachable ({type(failure).__name__}): nothing was changed; try again once /healthz is 200"
+    return {"error": message}, 503
 
 
 @blueprint.get("/healthz")
@@ -112,11 +128,9 @@ def healthz() -> Any:
         checks["ledger"] = "ok"
     except Exception as exc:
         checks["ledger"] = f"unreachable ({type(exc).__name__})"
-    try:
-        app.require_redis().ping()
-        checks["redis"] = "ok"
-    except Exception as exc:
-        checks["redis"] = f"unreachable ({type(exc).__name__})"
+    # Within a second whatever Redis does (a probe of its own, no retries): a hung Redis is a 503.
+    failure = redis_failure(app.redis) if app.redis is not None else SettingsError("no Redis")
+    checks["redis"] = "ok" if failure is None else f"unreachable ({type(failure).__name__})"
     healthy = all(value == "ok" for value in checks.values())
     return {"status": "ok" if healthy else "unavailable", **checks}, 200 if healthy else 503
 

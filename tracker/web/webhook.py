@@ -94,8 +94,8 @@ def receive() -> Answer:
         return {"status": "duplicate", "delivery": delivery_id}, 200
     try:
         enqueue_deliveries(app.delivery_queue, [delivery_id])
-    except Exception:  # stored is accepted: the sweep enqueues it once Redis is back
-        log.warning("could not enqueue delivery %s; the sweep will", delivery_id, exc_info=True)
+    except Exception as exc:  # stored is accepted: the sweep enqueues it once Redis is back
+        log.warning("could not enqueue delivery %s (%s: %s); the sweep will", delivery_id, type(exc).__name__, exc)
     return {"status": "accepted", "delivery": delivery_id}, 202
 
 
