@@ -21,6 +21,10 @@ FILES_ENDPOINT_CAP = 3000
 DEFAULT_CI_PATHS = (".github/", "ci/", "tools/ci/", "tests/test_utils/python_scripts/")
 DEFAULT_TEST_PATHS = ("tests/", "test/")
 DEFAULT_FORMAT_PATTERN = r"\b(auto-format|autoformat|formatting|format|style-only|style only)\b"
+# The format pattern is the operator's, the title and labels it reads are a PR author's: it only ever
+# sees their first MAX_FORMAT_TEXT characters (GitHub keeps titles to 256 and labels to 50), so even a
+# pattern that backtracks badly has a bounded input (tracker.core.groups cuts titles the same way).
+MAX_FORMAT_TEXT = 1024
 
 
 class Category(StrEnum):
@@ -59,7 +63,7 @@ class Rules:
         object.__setattr__(self, "_format", re.compile(self.format_pattern, re.IGNORECASE))
 
     def says_formatting(self, text: str) -> bool:
-        return bool(self._format.search(text))
+        return bool(self._format.search(text[:MAX_FORMAT_TEXT]))
 
 
 def normalise(path: str) -> str:

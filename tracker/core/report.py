@@ -2,9 +2,17 @@
 
 From a `MonthSnapshot` (and the changed paths of each PR's head at the cutoff): narrated PRs are
 the substantive ones merged in the window (Delivered) or open at the cutoff with an opening, commit
-or reopening in the window (In Progress). dev/main twins form one change, cited once with every
-member. Changes go to themes and highlights (tracker.themes); at most 10 themes per section and
-1-4 highlights per theme, the smallest merged into "Other".
+or reopening in the window (In Progress). dev/main twins form one change group (tracker.groups).
+
+Each PR is narrated in the section its own state puts it in, whatever its group: a group never moves
+a PR, so an open PR is never reported as delivered because a merged PR shares its title or is named
+in its body. A group whose members are all in one section is one change citing every member; a group
+with merged and open members is described in each section by the members that belong there, each PR
+cited once, in its own section. Both parts share the group's theme, and each PR's `group` lists every
+member of its group (its counterparts in the other section too).
+
+Changes go to themes and highlights (tracker.themes); at most 10 themes per section and 1-4
+highlights per theme, the smallest merged into "Other".
 """
 
 from __future__ import annotations
@@ -42,18 +50,27 @@ class Citation:
 
 @dataclass(frozen=True)
 class Change:
-    """One change: a PR, or dev/main twins described once."""
+    """One change as one section describes it: a PR, or dev/main twins described once. `members` are
+    the PRs cited here (all in this section); `group` is every PR of the change group, in either
+    section."""
 
-    id: str  # "change-<smallest number>"
+    id: str  # "change-<smallest number of the members>"
     repo: str
     title: str
     members: tuple[PullRequestSnapshot, ...]
     section: str
     theme: ThemeChoice
+    group: tuple[int, ...] = ()  # the numbers of the whole group; the members' own numbers when empty
 
     @property
     def numbers(self) -> tuple[int, ...]:
+        """The numbers of the PRs this change cites."""
         return tuple(pr.status.number for pr in self.members)
+
+    @property
+    def counterparts(self) -> tuple[int, ...]:
+        """The numbers of every PR of the change group, cited here or in the other section."""
+        return self.group or self.numbers
 
     @property
     def citations(self) -> tuple[Citation, ...]:
@@ -113,7 +130,8 @@ class Report:
     themed: bool  # themes came from a taxonomy (else from the code layout)
 
     def placement(self) -> dict[int, dict[str, Any]]:
-        """Where each narrated PR stands: section, theme id, highlight id and its change's members."""
+        """Where each narrated PR stands: its own section, theme id, highlight id and every member of its
+        change group (counterparts in the other section included)."""
         placed = {}
         for section in self.sections:
             for theme in section.themes:
@@ -124,7 +142,7 @@ class Report:
                                 "section": section.id,
                                 "theme": theme.id,
                                 "highlight": f"{theme.id}/{highlight.id}",
-                                "group": list(change.numbers),
+                                "group": list(change.counterparts),
                             }
         return placed
 
@@ -150,7 +168,8 @@ def build_report(
     choose: Chooser = choose_theme,
 ) -> Report:
     """`paths`: the changed paths of each PR's head at the cutoff, by PR number."""
-    narrated = {pr.status.number: pr for pr in snapshot.pull_requests if narrated_section(pr)}
+    sections = {pr.status.number: narrated_section(pr) for pr in snapshot.pull_requests}
+    narrated = {pr.status.number: pr for pr in snapshot.pull_requests if sections[pr.status.number]}
     groups = change_groups(
         [
             GroupInput(
@@ -166,27 +185,35 @@ def build_report(
     changes = []
     for numbers in groups:
         members = tuple(narrated[n] for n in numbers)
-        sections = {narrated_section(pr) for pr in members}
-        first = members[0]
-        title = display_title(first.version.title if first.version else f"#{first.status.number}")
+        # One theme for the whole group, from its first member's title and every member's labels and
+        # paths, so that a change in progress on one branch and delivered on another reads as one story.
         labels = sorted({label for pr in members if pr.version for label in pr.version.labels})
         changed = sorted({path for n in numbers for path in paths.get(n, ())})
-        changes.append(
-            Change(
-                id=f"change-{numbers[0]}",
-                repo=snapshot.repo,
-                title=title,
-                members=members,
-                section=DELIVERED if DELIVERED in sections else IN_PROGRESS,
-                theme=choose(taxonomy, title, labels, changed),
-            )
-        )
+        theme = choose(taxonomy, _title(members[0]), labels, changed)
+        for section in (DELIVERED, IN_PROGRESS):
+            part = tuple(pr for pr in members if sections[pr.status.number] == section)
+            if part:
+                changes.append(
+                    Change(
+                        id=f"change-{part[0].status.number}",
+                        repo=snapshot.repo,
+                        title=_title(part[0]),
+                        members=part,
+                        section=section,
+                        theme=theme,
+                        group=numbers,
+                    )
+                )
     return Report(
         snapshot=snapshot,
         sections=tuple(Section(s, _themes([c for c in changes if c.section == s])) for s in (DELIVERED, IN_PROGRESS)),
         days=_days(snapshot),
         themed=bool(taxonomy),
     )
+
+
+def _title(pr: PullRequestSnapshot) -> str:
+    return display_title(pr.version.title if pr.version else f"#{pr.status.number}")
 
 
 def _themes(changes: Sequence[Change]) -> tuple[Theme, ...]:

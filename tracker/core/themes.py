@@ -24,6 +24,10 @@ catch-all), else a generic "other" highlight.
 A change that no theme matches gets a theme derived from the code layout, as does every change of a
 repository without a taxonomy: the most specific directory holding most of its code files (at most two
 meaningful levels deep), named for readers in English and Chinese.
+
+Titles, labels and paths come from PR authors: each is cut before any pattern sees it (a title to
+`MAX_TITLE` characters, as in tracker.core.groups; a label or a path to `MAX_LABEL` / `MAX_PATH`), and
+the patterns of titles cannot backtrack over a run of separators more than once.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from tracker.core.groups import MAX_TITLE
 from tracker.core.taxonomy import HighlightConfig, ThemeConfig
 
 # Relative weights of the signals, in tenths of a point. A label is a maintainer's explicit call; a title
@@ -48,6 +53,11 @@ MAX_EXTRA_KEYWORDS = 2
 # naming the area up front: it tips a close call. Only a little: teams also tag their own name on work in
 # other areas (Megatron-LM's `feat(moe):` on a Gated DeltaNet change).
 SCOPE_WEIGHT = 2
+
+# GitHub keeps label names to 50 characters; Linux keeps a path to 4,096 bytes (PATH_MAX), so git cannot
+# check out a longer one. Anything longer was not made on GitHub and is cut.
+MAX_LABEL = 1024
+MAX_PATH = 4096
 
 LAYOUT_PREFIX = "layout-"
 OTHER_HIGHLIGHT_ID = "other"
@@ -70,6 +80,9 @@ def choose_theme(
     """The theme and highlight of one change from its title, labels and changed paths. Deterministic."""
     if not taxonomy:
         return layout_theme(paths)
+    title = title[:MAX_TITLE]
+    labels = [label[:MAX_LABEL] for label in labels]
+    paths = [path[:MAX_PATH] for path in paths]
     compiled = _compiled(taxonomy)
     key = (title, tuple(labels), tuple(paths))
     choice = compiled.choices.get(key)
@@ -94,7 +107,7 @@ def _choose(compiled: _Compiled, title: str, labels: Sequence[str], paths: Seque
 def title_scope(title: str) -> tuple[str, str]:
     """The title without a cherry-pick marker, and the area it declares up front, if any: leading
     `[tags]`, a conventional-commit scope `fix(scope):`, or a short `Area:` / `Area |` prefix."""
-    text = _CHERRY_PICK.sub("", title, count=1).strip()
+    text = _CHERRY_PICK.sub("", title[:MAX_TITLE], count=1).strip()
     scopes: list[str] = []
     rest = text
     tags = _TAGS.match(rest)
@@ -129,7 +142,7 @@ def is_auxiliary(path: str) -> bool:
 
 def considered_files(paths: Sequence[str]) -> tuple[str, ...]:
     """The files a change is judged by: its code files, or all its files when it has no code files."""
-    files = tuple(dict.fromkeys(p for p in (_normalise(p) for p in paths) if p))
+    files = tuple(dict.fromkeys(p for p in (_normalise(p[:MAX_PATH]) for p in paths) if p))
     code = tuple(p for p in files if not is_auxiliary(p))
     return code or files
 
@@ -372,17 +385,21 @@ def _keyword_regex(keywords: Sequence[str]) -> re.Pattern[str] | None:
     for index, keyword in enumerate(keywords):
         tokens = [t for t in re.split(r"[\s_\-]+", keyword.strip()) if t]
         if tokens:
-            body = r"[\s_\-]*".join(re.escape(token) for token in tokens)
+            # Possessive: a token never starts with a separator, so giving one back never helps a match,
+            # and a long run of separators after a keyword's first word is read once.
+            body = r"[\s_\-]*+".join(re.escape(token) for token in tokens)
             alternatives.append(f"(?P<k{index}>{body})")
     if not alternatives:
         return None
     return re.compile(rf"(?<![A-Za-z0-9])(?:{'|'.join(alternatives)})(?:e?s)?(?![A-Za-z0-9])", re.IGNORECASE | re.ASCII)
 
 
-_CHERRY_PICK = re.compile(r"^\s*cp\s*:\s*", re.IGNORECASE)  # "cp: `Fix X (#123)` into `dev`"
-_TAGS = re.compile(r"^\s*((?:\[[^\]]*\]\s*)+)")
-_CONVENTIONAL = re.compile(r"^\s*[A-Za-z]+\(([^)]*)\)!?\s*:")
-_PREFIX = re.compile(r"^\s*([^\s:|\[\](){}`][^:|\[\](){}`]{0,39}?)\s*(?::\s|\|)")
+# Anchored at the start and possessive where giving characters back cannot help (what follows a run of
+# whitespace or letters is never whitespace or a letter): each is one pass over the title.
+_CHERRY_PICK = re.compile(r"^\s*+cp\s*+:\s*+", re.IGNORECASE)  # "cp: `Fix X (#123)` into `dev`"
+_TAGS = re.compile(r"^\s*+((?:\[[^\]]*+\]\s*+)+)")
+_CONVENTIONAL = re.compile(r"^\s*+[A-Za-z]++\(([^)]*+)\)!?\s*+:")
+_PREFIX = re.compile(r"^\s*+([^\s:|\[\](){}`][^:|\[\](){}`]{0,39}?)\s*+(?::\s|\|)")
 _PREFIX_WORDS = 3
 
 
@@ -454,13 +471,20 @@ def layout_theme(paths: Sequence[str]) -> ThemeChoice:
 
 
 def _majority_prefix(directories: Sequence[tuple[str, ...]], total: int) -> tuple[str, ...]:
-    counts: Counter[tuple[str, ...]] = Counter()
-    for parts in directories:
-        for depth in range(1, len(parts) + 1):
-            counts[parts[:depth]] += 1
-    # At most one prefix of a given depth can hold more than half the files, so the deepest is unique.
-    held = [prefix for prefix, count in counts.items() if 2 * count > total]
-    return max(held, key=len, default=())
+    """The deepest directory holding more than half of the files. At most one directory of a given depth
+    can, and its parent does too, so the walk goes down one level at a time, keeping only the files under
+    the directory chosen: linear in the number of path components (counting every prefix of every path
+    would be quadratic in a path's depth, which a PR author chooses)."""
+    prefix: list[str] = []
+    under = list(directories)
+    while True:
+        depth = len(prefix)
+        counts = Counter(parts[depth] for parts in under if len(parts) > depth)
+        held = [name for name, count in counts.items() if 2 * count > total]
+        if not held:
+            return tuple(prefix)
+        prefix.append(held[0])
+        under = [parts for parts in under if len(parts) > depth and parts[depth] == held[0]]
 
 
 def _meaningful(parts: Sequence[str]) -> list[int]:
