@@ -73,6 +73,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 TRACKER_ENVIRONMENT = (
     "TRACKER_WEBHOOK_SECRET",
     "TRACKER_ADMIN_TOKEN",
+    "TRACKER_LINK_SECRET",
     "TRACKER_DATA_DIR",
     "TRACKER_DATABASE_URL",
     "REDIS_URL",
@@ -80,6 +81,9 @@ TRACKER_ENVIRONMENT = (
     "GITHUB_API_URL",
     "TRACKER_TIMEZONE",
     "TRACKER_CONFIG",
+    "TRACKER_FINALIZE_GRACE",
+    "TRACKER_FINALIZE_WAIT",
+    "TRACKER_SCHEDULE_EVERY",
 )
 
 
@@ -241,7 +245,7 @@ def run_jobs(app: Flask) -> None:
     """Run every queued job in this process, deliveries first (RQ's own tests do the same)."""
     with app.app_context():
         s = services()
-        queues = [s.delivery_queue, github_queue(s.redis)]
+        queues = [s.delivery_queue, s.records_queue, github_queue(s.redis)]
         while any(q.count for q in queues):
             SimpleWorker(queues, connection=s.redis).work(burst=True, with_scheduler=False)
 
@@ -254,7 +258,7 @@ def release_due_jobs(app: Flask) -> int:
     released = 0
     with app.app_context():
         s = services()
-        for queue in (s.delivery_queue, github_queue(s.redis)):
+        for queue in (s.delivery_queue, s.records_queue, github_queue(s.redis)):
             registry = ScheduledJobRegistry(queue=queue, connection=s.redis)  # type: ignore[no-untyped-call]
             for job_id in registry.get_jobs_to_schedule(int(time.time())):
                 job = queue.fetch_job(job_id)

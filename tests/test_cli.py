@@ -307,3 +307,54 @@ def test_version() -> None:
     result = subprocess.run([*TRACKER, "--version"], capture_output=True, timeout=60)
     assert result.returncode == 0
     assert result.stdout.decode().strip() == f"tracker, version {__version__}"
+
+
+def test_finalize_on_the_cli_records_the_month_and_render_serves_it(data_dir: Path) -> None:
+    from datetime import UTC, datetime
+
+    from tests.tracking import Tracker
+    from tracker.config import TrackerConfig
+    from tracker.store.database import connect
+    from tracker.store.heads import HeadStore
+    from tracker.store.ledger import Ledger
+    from tracker.store.month_state import MonthState
+
+    engine = connect(f"sqlite:///{data_dir / 'var' / 'ledger.sqlite3'}")
+    tracker = Tracker(Ledger(engine), MonthState(engine), HeadStore(engine), TrackerConfig())
+    story = PullRequestStory(1, datetime(2026, 7, 6, 2, tzinfo=UTC), repo="octo-org/octo-repo", title="Data loader")
+    tracker.deliver(story.opened().merged(datetime(2026, 7, 9, 2, tzinfo=UTC)).deliveries)
+    tracker.give_files({1: ["src/loader.py"]})
+    engine.dispose()
+    env = clean_env(TRACKER_DATA_DIR=str(data_dir / "var"))
+    base = [*TRACKER, "finalize", "--repo", "octo-org/octo-repo"]
+    done = subprocess.run([*base, "--month", "2026-07"], env=env, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert b"2026-07 of octo-org/octo-repo recorded: revision 1" in done.stdout
+    again = subprocess.run([*base, "--month", "2026-07"], env=env, capture_output=True, timeout=60)
+    assert b"recorded already (revision 1); --force adds one" in again.stdout
+    current = datetime.now(UTC).strftime("%Y-%m")
+    refused = subprocess.run([*base, "--month", current], env=env, capture_output=True, timeout=60)
+    assert refused.returncode == 1
+    assert b"has not ended yet" in refused.stderr or b"has not started" in refused.stderr
+    rendered = subprocess.run(
+        [*TRACKER, "render", "--repo", "octo-org/octo-repo", "--month", "2026-07", "--format", "json"],
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert rendered.returncode == 0
+    assert json.loads(rendered.stdout)["final"] is True
+    # A late delivery for July: the record, and so `tracker render`, stays byte for byte the same.
+    engine = connect(f"sqlite:///{data_dir / 'var' / 'ledger.sqlite3'}")
+    tracker = Tracker(Ledger(engine), MonthState(engine), HeadStore(engine), TrackerConfig())
+    late = PullRequestStory(2, datetime(2026, 7, 20, 2, tzinfo=UTC), repo="octo-org/octo-repo", title="Late work")
+    tracker.deliver(late.opened().deliveries)
+    engine.dispose()
+    again_rendered = subprocess.run(
+        [*TRACKER, "render", "--repo", "octo-org/octo-repo", "--month", "2026-07", "--format", "json"],
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert again_rendered.stdout == rendered.stdout
+    assert 2 not in {pr["number"] for pr in json.loads(again_rendered.stdout)["pull_requests"]}

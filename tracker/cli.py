@@ -6,9 +6,11 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import signal
 import sys
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -247,19 +249,136 @@ def snapshot(repo: str, month: str, cutoff: str | None) -> None:
     _print_report(repo, month, cutoff, "en", "json")
 
 
+@main.command()
+@click.option("--repo", required=True, help="owner/name")
+@click.option("--month", required=True, help="YYYY-MM or current")
+@click.option("--cutoff", default=None, help="YYYY-MM-DD (default: none, and the link opens every cutoff of the month)")
+@click.option("--expires", default="7d", show_default=True, help="How long the link works: 30m, 12h, 7d, 2w.")
+@click.option("--format", "fmt", default="html", show_default=True, type=click.Choice(["html", "md", "json"]))
+@click.option("--base-url", default="http://127.0.0.1:8000", show_default=True, help="Where readers reach the tracker.")
+@with_settings
+def link(settings: Settings, repo: str, month: str, cutoff: str | None, expires: str, fmt: str, base_url: str) -> None:
+    """Print a signed link to a month's report that works until it expires (signed with TRACKER_LINK_SECRET).
+
+    The link opens the report of that repository and month (at that cutoff, when one is given) in
+    every format and language, also when the repository is private (`public: false`)."""
+    from datetime import UTC, datetime
+
+    from tracker.config import load_config
+    from tracker.core.repository import InvalidRepositoryName, check_full_name
+    from tracker.core.window import WindowError, resolve_window, today_in
+    from tracker.web.access import DurationError, link_url, parse_duration, sign_link, utc_text
+
+    secret = settings.require_link_secret()
+    config = load_config(settings)
+    if not base_url.startswith(("http://", "https://")):
+        raise click.BadParameter(f"{base_url!r} is not an http:// or https:// URL", param_hint="--base-url")
+    try:
+        check_full_name(repo)
+    except InvalidRepositoryName as exc:
+        raise click.BadParameter(f"{repo!r} {exc}", param_hint="--repo") from exc
+    try:
+        lifetime = parse_duration(expires)
+    except DurationError as exc:
+        raise click.BadParameter(str(exc), param_hint="--expires") from exc
+    # The month and cutoff as the server will read them, in the repository's time zone: `current`
+    # becomes the month it is now, and what the server would refuse is refused here.
+    tz = config.timezone_for(repo)
+    try:
+        window = resolve_window(month, cutoff, tz, today_in(tz))
+    except WindowError as exc:
+        raise click.ClickException(str(exc)) from exc
+    bound = window.cutoff.isoformat() if cutoff else None
+    now = datetime.now(UTC)
+    token = sign_link(secret, repo, str(window.month), bound, lifetime, now)
+    click.echo(link_url(base_url, repo, str(window.month), fmt, token, bound))
+    if config.is_public(repo):
+        click.echo(f"note: {repo} is public: its reports open without a link", err=True)
+    click.echo(f"expires at {utc_text(now + lifetime)}", err=True)
+
+
 @with_services(redis=False)
 def _print_report(services: Services, repo: str, month: str, cutoff: str | None, lang: str, fmt: str) -> None:
     from tracker.core.window import WindowError
     from tracker.reports.cache import rendered
     from tracker.reports.loading import UnknownRepository, resolve
+    from tracker.reports.records import served_record
     from tracker.reports.render import UnknownLanguage, language
 
     try:
         wanted = resolve(services.state, services.config, repo, month, cutoff)
-        text = rendered(services.state, services.config, wanted, fmt, language(lang))
+        record = served_record(services.records, wanted)
+        if record is not None:  # a finalised month: its record, byte for byte (as the API serves it)
+            text = record.document(fmt, language(lang))
+        else:
+            text = rendered(services.state, services.config, wanted, fmt, language(lang))
     except (UnknownRepository, WindowError, UnknownLanguage) as exc:
         raise click.ClickException(str(exc)) from exc
     sys.stdout.buffer.write(text.encode("utf-8"))
+
+
+@main.command()
+@click.option("--repo", required=True, help="owner/name")
+@click.option("--month", required=True, help="YYYY-MM")
+@click.option("--force", is_flag=True, help="Before the month ends, or again (a new revision; earlier ones stay).")
+@click.option(
+    "--wait",
+    default=None,
+    type=float,
+    help="Seconds to wait for the month's pending deliveries and files (default: TRACKER_FINALIZE_WAIT).",
+)
+@with_services(redis=False)
+def finalize(services: Services, repo: str, month: str, force: bool, wait: float | None) -> None:
+    """Freeze a month's final report as its record (and publish it where configured)."""
+    from tracker.core.window import WindowError
+    from tracker.reports.loading import UnknownRepository
+    from tracker.reports.records import MonthNotEnded, final_request, finalize, readiness
+    from workers import runtime
+    from workers.publish import FINAL, publish_month
+
+    try:
+        wanted = final_request(services.state, services.config, repo, month, force=force)
+        existing = services.records.latest(wanted.repo, str(wanted.window.month))
+        if existing is not None and not force:
+            click.echo(f"{month} of {wanted.repo} is recorded already (revision {existing.revision}); --force adds one")
+            return
+        deadline = time.monotonic() + (services.settings.finalize_wait if wait is None else wait)
+        while not (waiting := readiness(services.state, services.ledger, services.config, wanted)).ready:
+            if time.monotonic() >= deadline:
+                click.echo(f"still pending, recorded as such: {waiting.as_dict()}", err=True)
+                break
+            click.echo(f"waiting for {waiting.as_dict()}", err=True)
+            time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
+        record, created = finalize(
+            services.state, services.ledger, services.records, services.config, repo, month, force=force, trigger="cli"
+        )
+    except (UnknownRepository, WindowError, MonthNotEnded) as exc:
+        raise click.ClickException(str(exc)) from exc
+    owner, name = record.full_name.split("/", 1)
+    location = f"/api/v1/repos/{owner}/{name}/months/{record.month}/records"
+    state = "recorded" if created else "recorded already"
+    click.echo(f"{record.month} of {record.full_name} {state}: revision {record.revision}, {location}")
+    if created and services.config.publishing_for(record.full_name).enabled:
+        runtime.install(services)
+        click.echo(publish_month(record.full_name, record.month, FINAL))
+
+
+@main.command()
+@with_services()
+def schedule(services: Services) -> None:
+    """Look for due work every TRACKER_SCHEDULE_EVERY seconds (RQ's cron scheduler): finalise every month
+    that ended (plus TRACKER_FINALIZE_GRACE) without a record, and publish weekly partials where configured.
+    Two schedulers are harmless: each month gets one record."""
+    from rq.cron import CronScheduler
+
+    from tracker.queue import RECORDS_QUEUE_NAME, wait_for_redis
+    from workers.jobs import due_work
+
+    if not wait_for_redis(services.require_redis(), stop_on_signals(), "schedule"):
+        return
+    scheduler = CronScheduler(connection=services.require_redis(), name=f"tracker-schedule-{os.getpid()}")
+    scheduler.register(due_work, queue_name=RECORDS_QUEUE_NAME, interval=services.settings.schedule_every)
+    scheduler.start()  # type: ignore[no-untyped-call]
 
 
 @main.command()

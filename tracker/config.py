@@ -10,6 +10,8 @@ repositories:
       ci_paths: [".github/", "ci/", "tools/ci/", "tests/test_utils/python_scripts/"]
       test_paths: ["tests/", "test/", "*/golden_values*.json"]
       format_pattern: '\b(auto-format|formatting|format)\b'
+  example/internal:
+    public: false   # its reports need the admin token or a signed link (`tracker link`)
 ```
 """
 
@@ -23,6 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from tracker.core.classify import DEFAULT_CI_PATHS, DEFAULT_FORMAT_PATTERN, DEFAULT_TEST_PATHS, Rules
+from tracker.core.repository import check_full_name
 from tracker.core.taxonomy import ThemeConfig
 from tracker.settings import Settings, SettingsError
 
@@ -47,12 +50,49 @@ class ClassificationConfig(BaseModel):
         return value
 
 
+class PublishConfig(BaseModel):
+    """Where a month is published (off unless set): Markdown files under `directory`
+    (`reports/en-US/YYYY/MM.md`, `reports/zh-CN/YYYY/MM.md`), and one issue per month in
+    `issue_repository` (needs GITHUB_TOKEN with write access to its issues). `report_url` is this
+    service's public address, for the issue's link to the full report; `weekly_partial` also
+    publishes the month to date every week."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    directory: Path | None = None
+    issue_repository: str | None = None
+    # The login the tracker posts as (a user, or an app's `<slug>[bot]`): only its issues can be
+    # taken for the month's issue, so a copied marker line in someone else's issue changes nothing.
+    issue_author: str | None = None
+    report_url: str | None = None
+    weekly_partial: bool = False
+
+    @field_validator("issue_repository")
+    @classmethod
+    def _github_name(cls, value: str | None) -> str | None:
+        return check_full_name(value) if value is not None else None
+
+    @field_validator("report_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("https://", "http://")):
+            raise ValueError("report_url must start with https:// (or http://)")
+        return value
+
+    @property
+    def enabled(self) -> bool:
+        return self.directory is not None or self.issue_repository is not None
+
+
 class RepositoryConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     timezone: str | None = None
+    # False: the reports need the admin token or a signed link (tracker.web.access); None: as `defaults`.
+    public: bool | None = None
     classification: ClassificationConfig | None = None
     themes: tuple[ThemeConfig, ...] | None = None
+    publish: PublishConfig | None = None
 
     @field_validator("timezone")
     @classmethod
@@ -83,10 +123,21 @@ class TrackerConfig(BaseModel):
     def timezone_for(self, full_name: str) -> str:
         return self.for_repo(full_name).timezone or self.defaults.timezone or self.fallback_timezone
 
+    def is_public(self, full_name: str) -> bool:
+        """Whether anyone may read the repository's reports: its own `public`, then `defaults`, then yes."""
+        own = self.for_repo(full_name).public
+        if own is not None:
+            return own
+        return self.defaults.public if self.defaults.public is not None else True
+
     def themes_for(self, full_name: str) -> tuple[ThemeConfig, ...]:
         """The repository's taxonomy, else the default one, else none (themes come from the code layout)."""
         own = self.for_repo(full_name).themes
         return own if own is not None else (self.defaults.themes or ())
+
+    def publishing_for(self, full_name: str) -> PublishConfig:
+        """Where the repository's months are published: its own `publish`, else `defaults`, else nowhere."""
+        return self.for_repo(full_name).publish or self.defaults.publish or PublishConfig()
 
     def rules_for(self, full_name: str) -> Rules:
         """The repository's exclusion rules: its own settings, then `defaults`, then the published ones."""

@@ -24,6 +24,10 @@ QUEUE_NAME = "deliveries"
 GITHUB_QUEUE_NAME = "github"
 JOB_FUNCTION = "workers.jobs.process_delivery"
 FETCH_FUNCTION = "workers.jobs.fetch_head_files"
+RECORDS_QUEUE_NAME = "records"
+FINALIZE_FUNCTION = "workers.jobs.finalize_month"
+DUE_WORK_FUNCTION = "workers.jobs.due_work"
+PUBLISH_FUNCTION = "workers.jobs.publish_month"
 # Retries back off; after the last one the delivery is marked failed in the ledger and waits for
 # `tracker retry-failed`. The sweep re-enqueues anything still pending whatever happened to Redis.
 RETRY = Retry(max=4, interval=[5, 30, 120, 600])
@@ -145,6 +149,59 @@ def delivery_queue(connection: Redis) -> Queue:
 def github_queue(connection: Redis) -> Queue:
     """Jobs that call GitHub, apart, so that a rate limit never holds up deliveries."""
     return Queue(GITHUB_QUEUE_NAME, connection=connection)
+
+
+def records_queue(connection: Redis) -> Queue:
+    """Month-end work: finalising months, publishing them, and the periodic look for what is due."""
+    return Queue(RECORDS_QUEUE_NAME, connection=connection)
+
+
+def finalize_job_id(full_name: str, month: str, force: bool) -> str:
+    return job_id("finalize", f"{full_name.lower()}@{month}{'+force' if force else ''}")
+
+
+def enqueue_publish(queue: Queue, full_name: str, month: str, edition: str, *, at: float | None = None) -> None:
+    """Ask for one edition of a month to be published (again): publishing is idempotent, so a second
+    job for the same edition writes nothing new."""
+    options = {
+        "job_timeout": JOB_TIMEOUT,
+        "result_ttl": RESULT_TTL,
+        "description": f"publish the {edition} edition of {month} of {full_name}",
+    }
+    if at is None:
+        queue.enqueue(PUBLISH_FUNCTION, full_name, month, edition, **options)
+    else:
+        queue.enqueue_at(datetime.fromtimestamp(at, UTC), PUBLISH_FUNCTION, full_name, month, edition, **options)
+
+
+def enqueue_finalize(
+    queue: Queue,
+    full_name: str,
+    month: str,
+    *,
+    force: bool,
+    trigger: str,
+    deadline: float,
+    attempt: int = 0,
+    at: float | None = None,
+) -> str | None:
+    """Ask for a month's finalisation, now or `at` a moment; None when one is already waiting (so the
+    periodic look for due months, or two of them, queue it once). Returns the job id."""
+    identifier = finalize_job_id(full_name, month, force)
+    if attempt == 0 and waiting_jobs(queue, [identifier]):
+        return None
+    arguments = (full_name, month, force, trigger, deadline, attempt)
+    options = {
+        "job_id": identifier if attempt == 0 else f"{identifier}-{attempt}",
+        "job_timeout": JOB_TIMEOUT,
+        "result_ttl": RESULT_TTL,
+        "description": f"finalise {month} of {full_name}",
+    }
+    if at is None:
+        queue.enqueue(FINALIZE_FUNCTION, *arguments, **options)
+    else:
+        queue.enqueue_at(datetime.fromtimestamp(at, UTC), FINALIZE_FUNCTION, *arguments, **options)
+    return str(options["job_id"])
 
 
 def job_id(prefix: str, key: str) -> str:

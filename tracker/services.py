@@ -18,13 +18,14 @@ from tracker.config import TrackerConfig, load_config
 from tracker.embedded_redis import redis_url
 from tracker.github.client import GitHubClient
 from tracker.github.quota import Quota
-from tracker.queue import WEB_REDIS, RedisTimeouts, connect_redis, delivery_queue, github_queue
+from tracker.queue import WEB_REDIS, RedisTimeouts, connect_redis, delivery_queue, github_queue, records_queue
 from tracker.settings import Settings, SettingsError
 from tracker.store.database import connect
 from tracker.store.heads import HeadStore
 from tracker.store.http_cache import SqlResponseCache
 from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState
+from tracker.store.records import RecordStore
 
 
 @dataclass
@@ -66,6 +67,14 @@ class Services:
     @cached_property
     def github_queue(self) -> Queue:
         return github_queue(self.require_redis())
+
+    @cached_property
+    def records_queue(self) -> Queue:
+        return records_queue(self.require_redis())
+
+    @property
+    def records(self) -> RecordStore:
+        return RecordStore(self.ledger.engine)
 
     def quota(self) -> Quota | None:
         return Quota(self.redis) if self.redis is not None else None

@@ -1,4 +1,4 @@
-"""`tracker run`: one machine, every part — web, workers, sweep, and the embedded Redis if needed.
+"""`tracker run`: one machine, every part — web, workers, sweep, schedule, and the embedded Redis if needed.
 
 Each part is a child process running the same `tracker` subcommand a multi-machine deployment
 would run. A child that dies is restarted, and so is the embedded Redis (its append-only file keeps
@@ -56,6 +56,7 @@ def run(settings: Settings, host: str, port: int, workers: int, web_processes: i
         Child("web", [*tracker, "web", "--host", host, "--port", str(port), "--processes", str(web_processes)]),
         *(Child(f"worker-{n}", [*tracker, "worker"]) for n in range(1, workers + 1)),
         Child("sweep", [*tracker, "sweep", "--every", str(sweep_every)]),
+        Child("schedule", [*tracker, "schedule"]),
     ]
     stopping = False
 

@@ -12,8 +12,10 @@ from tracker.core.derive import PULL_REQUEST, derive
 from tracker.core.repository import repository_key
 from tracker.github.client import RateLimited, RequestRefused, Unavailable
 from tracker.github.fetch import fetch_and_store
-from tracker.queue import enqueue_head_fetch, fetch_done
+from tracker.queue import enqueue_finalize, enqueue_head_fetch, fetch_done
+from tracker.reports.records import due_months, final_request, finalize, readiness
 from tracker.store.heads import UNAVAILABLE
+from workers.publish import publish, publish_due_partials, publish_month  # noqa: F401  (a job: workers.jobs.publish_month)
 from workers.runtime import current
 
 log = logging.getLogger(__name__)
@@ -107,3 +109,74 @@ def fetch_head_files(full_name: str, number: int, head_sha: str, base_sha: str, 
     if queue is not None:
         fetch_done(queue, repo, number, head_sha)
     return outcome
+
+
+# --- month end -------------------------------------------------------------------------------------
+
+# While the month's deliveries or files are still coming, a finalisation looks again this often,
+# until its deadline (TRACKER_FINALIZE_WAIT after it was asked for).
+FINALIZE_RECHECK_SECONDS = 15
+
+
+def finalize_month(
+    full_name: str, month: str, force: bool = False, trigger: str = "api", deadline: float = 0.0, attempt: int = 0
+) -> str:
+    """Freeze the month's final report as its record, once nothing it reads is pending (or the
+    deadline passed: the record then says what was left pending); then publish it where configured."""
+    services = current()
+    request = final_request(services.state, services.config, full_name, month, force=force)
+    if not force:
+        existing = services.records.latest(request.repo, str(request.window.month))
+        if existing is not None:
+            return f"already recorded (revision {existing.revision})"
+    waiting = readiness(services.state, services.ledger, services.config, request)
+    if not waiting.ready and time.time() < deadline and services.redis is not None:
+        enqueue_finalize(
+            services.records_queue,
+            full_name,
+            month,
+            force=force,
+            trigger=trigger,
+            deadline=deadline,
+            attempt=attempt + 1,
+            at=time.time() + FINALIZE_RECHECK_SECONDS,
+        )
+        return f"waiting for {waiting.pending_deliveries} deliveries and {waiting.pending_classification} PRs' files"
+    record, created = finalize(
+        services.state,
+        services.ledger,
+        services.records,
+        services.config,
+        full_name,
+        month,
+        force=force,
+        trigger=trigger,
+    )
+    if not created:
+        return f"already recorded (revision {record.revision})"
+    published = publish(services, record.full_name, record.month)
+    return f"recorded revision {record.revision}" + (f"; {published}" if published else "")
+
+
+def due_work() -> str:
+    """The periodic look for what is due (RQ's cron scheduler runs it every few minutes): every
+    month that ended, plus the grace, without a record is finalised. Level-triggered: a missed run
+    is caught up by the next, and two schedulers queue each month once (the records' primary key
+    keeps a race to one record anyway)."""
+    services = current()
+    settings = services.settings
+    due = due_months(services.state, services.records, services.config, grace_seconds=settings.finalize_grace)
+    queued = 0
+    for full_name, month in due:
+        if services.redis is None:
+            finalize(
+                services.state, services.ledger, services.records, services.config, full_name, month, trigger="schedule"
+            )
+            continue
+        deadline = time.time() + settings.finalize_wait
+        if enqueue_finalize(
+            services.records_queue, full_name, month, force=False, trigger="schedule", deadline=deadline
+        ):
+            queued += 1
+    partial = publish_due_partials(services)
+    return f"{len(due)} months due, {queued} finalisations queued" + (f"; {partial}" if partial else "")

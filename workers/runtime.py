@@ -70,7 +70,8 @@ class Worker(SimpleWorker):
 
     def __init__(self, services: Services, stop: threading.Event, **options: Any) -> None:
         super().__init__(
-            [services.delivery_queue, services.github_queue],  # deliveries first; GitHub fetches wait
+            # Deliveries first; then month-end work (short, and waiting for the rest); GitHub fetches last.
+            [services.delivery_queue, services.records_queue, services.github_queue],
             connection=services.require_redis(),
             worker_ttl=WORKER_TTL,
             maintenance_interval=MAINTENANCE_INTERVAL,

@@ -9,8 +9,7 @@ through `HeadStore.store`, as the GitHub fetch job stores them.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -19,9 +18,8 @@ from redis import Redis
 
 from tests import factory
 from tests.factory import PullRequestStory
+from tests.tracking import Tracker
 from tracker.config import RepositoryConfig, TrackerConfig
-from tracker.core.classify import ChangedFile
-from tracker.core.derive import derive
 from tracker.core.report import Report
 from tracker.core.window import WindowError
 from tracker.queue import connect_redis
@@ -38,7 +36,7 @@ from tracker.reports.loading import (
 from tracker.reports.render import render
 from tracker.store.database import connect
 from tracker.store.heads import HeadStore
-from tracker.store.ledger import Delivery, Ledger
+from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState
 
 REPO = "NVIDIA/Megatron-LM"
@@ -59,40 +57,6 @@ def shanghai(month: int, day: int, hour: int = 12) -> datetime:
 
 def utc(month: int, day: int, hour: int = 0) -> int:
     return int(datetime(2026, month, day, hour, tzinfo=UTC).timestamp())
-
-
-def ledger_delivery(delivery: factory.Delivery) -> Delivery:
-    return delivery.as_ledger_delivery()
-
-
-@dataclass
-class Tracker:
-    ledger: Ledger
-    state: MonthState
-    heads: HeadStore
-    config: TrackerConfig
-
-    def deliver(self, deliveries: Sequence[factory.Delivery]) -> None:
-        """Store each delivery, then apply what it proves, as the webhook and the worker do."""
-        for item in deliveries:
-            stored = ledger_delivery(item)
-            assert self.ledger.store(stored) is True
-            derivation = derive(stored.id, stored.content_type, stored.body, self.config.timezone_for)
-            assert self.state.apply(stored.id, derivation) is True
-
-    def give_files(self, files: Mapping[int, Sequence[str]]) -> None:
-        """The files of every head shown so far whose PR is in `files`, as the fetch job stores them."""
-        for head in self.heads.missing():
-            if head.number in files:
-                self.heads.store(
-                    head.full_name.lower(),
-                    head.number,
-                    head.head_sha,
-                    [ChangedFile(path, patch="@@ -1 +1 @@\n-a = 1\n+a = 2") for path in files[head.number]],
-                    truncated=False,
-                    source="pulls",
-                    rules=self.config.rules_for(head.full_name),
-                )
 
 
 @pytest.fixture

@@ -4,6 +4,12 @@ It never sleeps for a rate limit: it raises `RateLimited` with the moment GitHub
 request, and the job re-schedules itself for then (GitHub: "you should not retry your request until
 after the time specified by the `x-ratelimit-reset` header"). Connection errors, timeouts and 5xx
 answers are retried a few times with exponential backoff and jitter, then raised as `Unavailable`.
+
+Writes (`post`, `patch`) share that machinery, with two differences. They are spaced at least a
+second apart (GitHub's REST best practices: "wait at least one second between each" mutative
+request, to stay under the secondary rate limits). And a POST is never retried in place: a create
+that timed out or answered 5xx may still have happened on GitHub's side, so a blind retry could make
+a second issue; the caller looks again before creating (see `tracker.github.issues`).
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ API_VERSION = "2022-11-28"
 PER_PAGE = 100
 # GitHub asks for at least a minute between retries of a secondary rate limit without retry-after.
 SECONDARY_DEFAULT_WAIT = 60.0
+# GitHub's REST best practices: "If you are making a large number of POST, PATCH, PUT, or DELETE
+# requests for a single user or client ID, wait at least one second between each request."
+WRITE_INTERVAL = 1.0
 
 
 class GitHubError(Exception):
@@ -84,6 +93,7 @@ class GitHubClient:
         timeout: float = 10.0,
         attempts: int = 3,
         max_backoff: float = 4.0,
+        write_interval: float = WRITE_INTERVAL,
     ) -> None:
         headers = {
             "Accept": "application/vnd.github+json",
@@ -103,6 +113,8 @@ class GitHubClient:
             reraise=True,
         )
         self.requests = 0  # answered requests, 304s included
+        self._write_interval = write_interval
+        self._last_write: float | None = None  # time.monotonic() when the last write was sent
 
     def close(self) -> None:
         self._http.close()
@@ -135,6 +147,49 @@ class GitHubClient:
         page = self.get(path, {"per_page": PER_PAGE})
         return dict(page.data)
 
+    # Issues. GitHub's "Issues" endpoints also answer with pull requests, marked by a `pull_request`
+    # key (REST docs, "List repository issues"); callers that want issues only skip those.
+
+    def issue(self, repo: str, number: int) -> dict[str, Any]:
+        """`GET /repos/{repo}/issues/{number}`; a transferred issue is followed to its new place (301),
+        a deleted one is a `RequestRefused` with 404 or 410."""
+        page = self.get(f"{_repository_path(repo)}/issues/{_number(number)}")
+        return dict(page.data)
+
+    def issues(
+        self,
+        repo: str,
+        *,
+        state: str = "all",
+        creator: str | None = None,
+        sort: str = "created",
+        direction: str = "desc",
+    ) -> Iterator[dict[str, Any]]:
+        """`GET /repos/{repo}/issues`, page after page as the caller reads on (stop early to save
+        requests). Pull requests are included, as GitHub sends them."""
+        if state not in ("open", "closed", "all") or sort not in ("created", "updated", "comments"):
+            raise ValueError(f"not an issue listing: state={state!r} sort={sort!r}")
+        if direction not in ("asc", "desc"):
+            raise ValueError(f"not a direction: {direction!r}")
+        params: dict[str, Any] = {"state": state, "sort": sort, "direction": direction, "per_page": PER_PAGE}
+        if creator is not None:
+            params["creator"] = check_login(creator)
+        for page in self.pages(f"{_repository_path(repo)}/issues", params):
+            yield from (dict(item) for item in page)
+
+    def create_issue(self, repo: str, title: str, body: str) -> dict[str, Any]:
+        """`POST /repos/{repo}/issues` (201). Sent once: see the module docstring."""
+        page = self.post(f"{_repository_path(repo)}/issues", {"title": title, "body": body})
+        return dict(page.data)
+
+    def update_issue(self, repo: str, number: int, fields: dict[str, Any]) -> dict[str, Any]:
+        """`PATCH /repos/{repo}/issues/{number}` with the fields to change, in one request."""
+        allowed = {"title", "body", "state", "state_reason"}
+        if not fields or not set(fields) <= allowed:
+            raise ValueError(f"issue fields must be some of {sorted(allowed)}: {sorted(fields)}")
+        page = self.patch(f"{_repository_path(repo)}/issues/{_number(number)}", fields)
+        return dict(page.data)
+
     # --- mechanics ------------------------------------------------------------------------------
 
     def pages(self, path: str, params: dict[str, Any] | None = None) -> Iterator[list[Any]]:
@@ -162,6 +217,27 @@ class GitHubClient:
         if etag and self._cache is not None:
             self._cache.put(key, etag, next_url, response.content)
         return Page(data, next_url, from_cache=False)
+
+    def post(self, path: str, payload: dict[str, Any]) -> Page:
+        """A create: not idempotent, so never retried in place (an `Unavailable` may have happened)."""
+        return self._write("POST", path, payload, retry=False)
+
+    def patch(self, path: str, payload: dict[str, Any]) -> Page:
+        """An update to given values: idempotent, so retried on 5xx and timeouts like a read."""
+        return self._write("PATCH", path, payload, retry=True)
+
+    def _write(self, method: str, path: str, payload: dict[str, Any], *, retry: bool) -> Page:
+        if path.startswith(("http://", "https://")):
+            raise ValueError("writes go to paths built by this client, never to a URL from an answer")
+        request = self._http.build_request(method, self.base_url + path, json=payload)
+        if self._last_write is not None:
+            wait = self._last_write + self._write_interval - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+        self._last_write = time.monotonic()
+        response = self._retrying(self._send, request) if retry else self._send(request)
+        data = response.json() if response.content else None
+        return Page(data, None, from_cache=False)
 
     def _send(self, request: httpx.Request) -> httpx.Response:
         try:
@@ -230,8 +306,20 @@ def _repository_path(repo: str) -> str:
 
 def _number(number: int) -> int:
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-        raise ValueError(f"not a pull request number: {number!r}")
+        raise ValueError(f"not an issue or pull request number: {number!r}")
     return number
+
+
+# GitHub logins: letters, digits and hyphens, not starting with a hyphen, at most 39 characters (as
+# owners in tracker.core.repository); an app's bot account is `<app-slug>[bot]`.
+_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
+
+
+def check_login(login: str) -> str:
+    """A GitHub login as GitHub allows it; raises ValueError otherwise."""
+    if not _LOGIN.fullmatch(login):
+        raise ValueError(f"not a GitHub login: {login!r}")
+    return login
 
 
 def _sha(sha: str) -> str:

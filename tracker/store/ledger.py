@@ -177,6 +177,16 @@ class Ledger:
         processed, failed, pending = (by_status.get(s, 0) for s in (PROCESSED, FAILED, PENDING))
         return DeliveryCounts(processed + failed + pending, processed, failed, pending)
 
+    def pending_for(self, full_name: str) -> int:
+        """How many of the repository's deliveries are still waiting to be processed."""
+        query = (
+            select(func.count())
+            .select_from(deliveries)
+            .where(deliveries.c.status == PENDING, func.lower(deliveries.c.repo) == repository_key(full_name))
+        )
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            return int(conn.execute(query).scalar_one())
+
     def ids_with_status(self, status: str, received_before: int | None = None) -> list[str]:
         query = select(deliveries.c.id).where(deliveries.c.status == status)
         if received_before is not None:

@@ -176,6 +176,55 @@ http_cache = Table(
     Column("body", LargeBinary, nullable=False),
 )
 
+# --- the months' records: kept for ever, never derived (a rebuild keeps them) ----------------------
+
+# A month's final report, frozen: every format's bytes, and what it was built from. Revision 1 is the
+# first finalisation; a forced re-finalisation adds the next revision and keeps the earlier ones. The
+# primary key decides races: two schedulers finalising one month store exactly one revision 1.
+month_records = Table(
+    "month_records",
+    metadata,
+    Column("repo", String(255), primary_key=True),  # repository key (lower case)
+    Column("month", String(7), primary_key=True),
+    Column("revision", Integer, primary_key=True),
+    Column("full_name", String(255), nullable=False),  # as the repository spelled itself
+    Column("cutoff", String(10), nullable=False),  # the last day, or the day a forced finalisation ran
+    Column("created_at", BigInteger, nullable=False),
+    Column("trigger", String(16), nullable=False),  # "schedule", "api", "cli"
+    Column("forced", Boolean, nullable=False),
+    # The ledger position it was built from: the month's change counter, the ledger's generation, and
+    # how many deliveries had been received and processed.
+    Column("month_version", BigInteger, nullable=False),
+    Column("generation", String(64), nullable=False),
+    Column("deliveries_received", BigInteger, nullable=False),
+    Column("deliveries_processed", BigInteger, nullable=False),
+    Column("config_hash", String(64), nullable=False),
+    Column("content_hash", String(64), nullable=False),  # SHA-256 over the five documents below
+    Column("pending", Text, nullable=False),  # JSON: what was still pending when it was frozen
+    Column("markdown_en", Text, nullable=False),
+    Column("markdown_zh", Text, nullable=False),
+    Column("html_en", Text, nullable=False),
+    Column("html_zh", Text, nullable=False),
+    Column("json", Text, nullable=False),
+)
+
+# Every publication of a month (files, a GitHub issue): what, where, when, and how it went.
+publications = Table(
+    "publications",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("repo", String(255), nullable=False),
+    Column("month", String(7), nullable=False),
+    Column("kind", String(16), nullable=False),  # "files" or "issue"
+    Column("edition", String(16), nullable=False),  # "final" or "partial"
+    Column("target", Text, nullable=False),  # a directory, or owner/name#number
+    Column("content_hash", String(64), nullable=False),
+    Column("at", BigInteger, nullable=False),
+    Column("result", String(16), nullable=False),  # created, updated, reopened, unchanged, written, failed
+    Column("detail", Text),
+)
+Index("ix_publications_repo_month", publications.c.repo, publications.c.month, publications.c.at)
+
 # --- DERIVED from deliveries and fetched files ------------------------------------------------
 
 # Heads seen in deliveries that should have files (opened, synchronize, reopened, merge).

@@ -15,9 +15,11 @@ from tracker.github.quota import Quota
 from tracker.queue import enqueue_deliveries, queue_counts, redis_failure, waiting_on_github
 from tracker.reports.cache import rendered
 from tracker.reports.loading import UnknownRepository, resolve
+from tracker.reports.records import served_record
 from tracker.reports.render import FORMATS, UnknownLanguage, language
 from tracker.settings import SettingsError
 from tracker.store.ledger import FAILED
+from tracker.web.access import NO_STORE, TOKEN_PARAMETER, AccessDenied, admin_request, authorize, carry_token
 from tracker.web.context import services
 
 blueprint = Blueprint("api", __name__)
@@ -52,20 +54,52 @@ def report(owner: str, repo: str, name: str) -> Any:
 
 def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
     app = services()
+    name = f"{owner}/{repo}"
     try:
-        wanted = resolve(app.state, app.config, f"{owner}/{repo}", month, request.args.get("cutoff"))
+        # Access first: for a private repository, whether it exists and which months are valid is
+        # itself something only the admin or a link's holder may learn.
+        grant = authorize(
+            app.settings, app.config, name, request.headers.get("Authorization"), request.args.get(TOKEN_PARAMETER)
+        )
+        wanted = resolve(app.state, app.config, name, month, request.args.get("cutoff"))
+        grant.require(wanted.repo, wanted.window)
+    except AccessDenied as exc:
+        return exc.answer()
     except UnknownRepository as exc:
         return {"error": str(exc)}, 404
     except WindowError as exc:
         return {"error": str(exc)}, 400
-    text = rendered(app.state, app.config, wanted, fmt, lang, cache=app.redis)
-    return Response(text, content_type=_MEDIA_TYPES[fmt])
+    headers = dict(grant.headers)
+    # A finalised month asked for at its last day (the default cutoff of an ended month) is its
+    # record, byte for byte, whatever arrived later; `?live=1` shows what the ledger says now.
+    record = None if request.args.get("live") == "1" else served_record(app.records, wanted)
+    if record is not None:
+        text = record.document(fmt, lang)
+        headers["X-Tracker-Record"] = f"revision={record.revision}; content-hash={record.content_hash}"
+    else:
+        text = rendered(app.state, app.config, wanted, fmt, lang, cache=app.redis)
+    if grant.token is not None and fmt == "html":
+        # After the cache, which keeps one copy for every reader: the token is this reader's own.
+        text = carry_token(text, grant.token)
+    return Response(text, content_type=_MEDIA_TYPES[fmt], headers=headers)
+
+
+def _listed_repositories() -> tuple[list[str], dict[str, str]]:
+    """The repositories this request may see, and the headers its answer needs: private ones are
+    left out unless the request carries the admin token (a link opens one month, not the list)."""
+    app = services()
+    names = app.state.repository_names()
+    if admin_request(app.settings, request.headers.get("Authorization")):
+        private = any(not app.config.is_public(name) for name in names)
+        return names, dict(NO_STORE) if private else {}
+    return [name for name in names if app.config.is_public(name)], {}
 
 
 @blueprint.get("/api/v1/repos")
 def repository_list() -> Any:
     state = services().state
-    return {"repositories": [{"repo": name, "months": state.month_versions(name)} for name in state.repository_names()]}
+    names, headers = _listed_repositories()
+    return {"repositories": [{"repo": name, "months": state.month_versions(name)} for name in names]}, 200, headers
 
 
 @blueprint.get("/api/v1/status")
@@ -87,6 +121,7 @@ def status() -> Any:
         body["queue"] = {"error": f"Redis is unreachable ({type(exc).__name__})"}
     if body["deliveries"][FAILED]:
         body["failed_deliveries"] = app.ledger.failures()
+    body["publications"] = app.records.publications(10)  # the last ten, newest first
     return body
 
 
@@ -138,5 +173,6 @@ def healthz() -> Any:
 @blueprint.get("/")
 def index() -> Any:
     state = services().state
-    repos = [(name, state.month_versions(name)) for name in state.repository_names()]
-    return render_template("index.html", repositories=repos)
+    names, headers = _listed_repositories()
+    repos = [(name, state.month_versions(name)) for name in names]
+    return render_template("index.html", repositories=repos), 200, headers

@@ -10,7 +10,7 @@ from werkzeug.exceptions import HTTPException
 
 from tracker.services import Services
 from tracker.settings import Settings, load_settings
-from tracker.web import api, webhook
+from tracker.web import api, records, webhook
 from tracker.web.context import MAX_BODY_BYTES, install
 
 
@@ -26,6 +26,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     install(app.extensions, services or Services.from_settings(settings))
     app.register_blueprint(webhook.blueprint)
     app.register_blueprint(api.blueprint)
+    app.register_blueprint(records.blueprint)
     _json_errors(app)
     app.after_request(_security_headers)
     logging.getLogger("tracker").setLevel(logging.INFO)

@@ -1,0 +1,289 @@
+"""One GitHub issue per repository and month: the month's report, published and kept up to date.
+
+The issue is created once and then updated in place (title and body), reopened if someone closed
+it. It is found again by a hidden marker line (an HTML comment, which GitHub does not show) when its
+stored number is lost:
+
+    <!-- monthly-activity-tracker repo=<owner>/<name> month=YYYY-MM -->
+
+Finding it: the stored number first (`GET /issues/{n}`: still in the target repository, an issue and
+not a pull request, and carrying this month's marker line); otherwise the target repository's issues
+are listed (`state=all`, newest first, following the `Link` headers) until one carries the marker.
+A list, not the search API: search is eventually consistent, so an issue created a moment ago (by the
+previous attempt of a job that timed out, say) may not be found yet, and a second one would be
+created; the list reads the database. Search also has its own, much lower rate limit (30 requests a
+minute; ../shared/fixtures/github/rest/PAGINATION_AND_RATE_LIMITS.md), and whether it indexes the
+text of an HTML comment is not documented.
+
+Writes: at most one a publication. A create is one POST; an update (title, body, and reopening) is
+one PATCH, so a refused or rate-limited request never leaves the issue half changed. When the title
+and the body on GitHub are the ones we would write and the issue is open, nothing is written.
+`RateLimited` from the client propagates: the caller re-schedules the publication for `retry_at`.
+
+Mentions and autolinks in PR titles are neutralised by the renderer (`tracker.reports.render`);
+nothing added here mentions anyone or refers to an issue.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tracker.core.repository import check_full_name
+from tracker.github.client import GitHubClient, RequestRefused, check_login
+
+# GitHub refuses a longer body with 422 "body is too long (maximum is 65536 characters)" (the error
+# reported in e.g. peter-evans/create-issue-from-file#1049). The REST docs state neither the limit nor
+# its unit, and measurements disagree: dead-claudia/github-limits#13 found a PR body refused past
+# 65,536 code points and an issue comment past 262,144 UTF-8 bytes (4 x 65,536), and
+# objectstack-ai/objectstack#18793 an issue body past 262,144 bytes. So `github_length` counts UTF-16
+# code units, never fewer than the code points; and 65,536 code points are at most 262,144 UTF-8
+# bytes: a body within the limit here is within it on every reading.
+BODY_LIMIT = 65_536
+
+Action = Literal["created", "updated", "reopened", "unchanged"]
+
+_MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
+_MARKER_LINE = re.compile(
+    r"^<!-- monthly-activity-tracker repo=(?P<repo>\S+) month=(?P<month>\d{4}-\d{2}) -->\r?$", re.MULTILINE
+)
+# A URL that can stand in a Markdown link destination written `<...>` and means what it says.
+_URL = re.compile(r"https?://[^\s<>\\\x00-\x1f\x7f]+")
+
+
+@dataclass(frozen=True)
+class Publication:
+    number: int
+    url: str  # the issue's page (`html_url`)
+    action: Action
+    content_hash: str  # sha256 of the title and body published (see `content_hash`)
+    truncated: bool  # the report was cut to fit GitHub's body limit
+
+
+def marker(repo: str, month: str) -> str:
+    """The hidden line that identifies the issue of `repo`'s `month` (YYYY-MM)."""
+    check_full_name(repo)
+    if not _MONTH.fullmatch(month):
+        raise ValueError(f"not a month (YYYY-MM): {month!r}")
+    return f"<!-- monthly-activity-tracker repo={repo} month={month} -->"
+
+
+def carries_marker(body: str | None, repo: str, month: str) -> bool:
+    """Whether `body` has the marker line of `repo`'s `month` as a line of its own (owner and name
+    compared without regard to case, as GitHub does)."""
+    for found in _MARKER_LINE.finditer(body or ""):
+        if found["repo"].lower() == repo.lower() and found["month"] == month:
+            return True
+    return False
+
+
+def github_length(text: str) -> int:
+    """The length GitHub's body limit is checked against, counted on the safe side (see BODY_LIMIT)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def content_hash(title: str, body: str) -> str:
+    return hashlib.sha256(f"{title}\n{body}".encode()).hexdigest()
+
+
+# --- fitting the report into one issue body -------------------------------------------------------
+
+
+@dataclass
+class _Section:
+    heading: str  # the `## ` part: the heading line and the text before its first theme
+    themes: list[str]
+
+
+_LINE = re.compile(r"[^\n]*\n|[^\n]+\Z")
+
+
+def _split(markdown: str) -> tuple[str, list[_Section]]:
+    """The text before the first `## ` heading, and the `## ` sections with their `### ` themes.
+
+    Lines starting with `## ` or `### ` are headings: the renderer escapes every character of the
+    data that could start a line of structure, so only its templates write such lines."""
+    preamble = ""
+    sections: list[_Section] = []
+    for line in _LINE.findall(markdown):
+        if line.startswith("## "):
+            sections.append(_Section(line, []))
+        elif line.startswith("### ") and sections:
+            sections[-1].themes.append(line)
+        elif not sections:
+            preamble += line
+        elif sections[-1].themes:
+            sections[-1].themes[-1] += line
+        else:
+            sections[-1].heading += line
+    return preamble, sections
+
+
+def fit_body(markdown: str, *, marker_line: str, full_report_url: str, limit: int = BODY_LIMIT) -> str:
+    """The issue body: the marker line, then the report, cut at a theme boundary when it is longer
+    than GitHub allows (`limit`, counted by `github_length`).
+
+    A cut keeps the title lines and the sections before the first theme (the overview), the final
+    sections after the last theme (Scope and Method, which says how every number is counted), and as
+    many whole themes, in the report's order, as fit between them; a section none of whose themes
+    fit is left out with its heading. A line after the last kept theme says how many themes are
+    shown and links the full report. Room for the final sections is kept before themes are added:
+    added after them, they would almost never fit, since the themes fill the body up to less than a
+    theme's length of the limit. Should even that not fit, the final sections go; should the
+    overview itself not fit, it is cut after a whole line.
+    """
+    if not _URL.fullmatch(full_report_url):
+        raise ValueError("the full report URL must be an http(s) URL without spaces or angle brackets")
+    if not _MARKER_LINE.fullmatch(marker_line):
+        raise ValueError(f"not a marker line: {marker_line!r}")
+    head = marker_line + "\n"
+    if github_length(head + markdown) <= limit:
+        return head + markdown
+
+    preamble, sections = _split(markdown)
+    themed = [i for i, section in enumerate(sections) if section.themes]
+    first = themed[0] if themed else len(sections)
+    last = themed[-1] if themed else len(sections) - 1
+    opening = preamble + "".join(s.heading + "".join(s.themes) for s in sections[:first])
+    closing = "".join(s.heading + "".join(s.themes) for s in sections[last + 1 :])
+    total = sum(len(s.themes) for s in sections)
+
+    def notice(shown: int | None) -> str:
+        what = f"{shown} of {total} themes" if shown is not None else "the beginning of the report"
+        return (
+            f"\n\n> This issue shows {what}: GitHub allows {limit:,} characters in an issue body. "
+            f"[Read the full report](<{full_report_url}>).\n"
+        )
+
+    def assemble(text: str, shown: int | None, end: str) -> str:
+        return head + text.rstrip("\n") + notice(shown) + ("\n" + end if end else "")
+
+    # The budget counts the text before `assemble` trims the newlines ending it, and the longer
+    # notice: the body assembled is never longer.
+    notice_cost = max(github_length(notice(total)), github_length(notice(None)))
+    room = limit - github_length(head + opening) - notice_cost
+    if room < 0:  # the overview alone is too long: whole lines of it, then the notice
+        kept = ""
+        for line in _LINE.findall(opening):
+            if github_length(assemble(kept + line, None, "")) > limit:
+                break
+            kept += line
+        body = assemble(kept, None, "")
+        if github_length(body) > limit:
+            raise ValueError(f"a body limit of {limit} leaves no room for the marker line and the notice")
+        return body
+    if closing and github_length(closing) + 1 <= room:
+        room -= github_length(closing) + 1
+    else:
+        closing = ""
+
+    parts: list[str] = []
+    shown = 0
+    for section in sections[first : last + 1]:
+        opened = False
+        for theme in section.themes:
+            cost = github_length(theme) + (0 if opened else github_length(section.heading))
+            if cost > room:
+                break
+            parts.append(theme if opened else section.heading + theme)
+            room -= cost
+            opened, shown = True, shown + 1
+        else:
+            continue
+        break  # a theme did not fit: the themes kept are the report's first ones, in order
+    return assemble(opening + "".join(parts), shown if total else None, closing)
+
+
+# --- publishing -------------------------------------------------------------------------------------
+
+
+def publish_issue(
+    client: GitHubClient,
+    target_repo: str,
+    repo: str,
+    month: str,
+    title: str,
+    markdown: str,
+    *,
+    full_report_url: str,
+    known_number: int | None = None,
+    creator: str | None = None,
+    limit: int = BODY_LIMIT,
+) -> Publication:
+    """Publish `markdown` (the report of `repo`'s `month`) as the month's issue in `target_repo`.
+
+    `known_number` is the issue number stored by the last publication, if any. `creator`, when
+    given, is the login the tracker posts as (a user, or an app's `<slug>[bot]`): only its issues
+    are taken for the month's issue, so that an issue anyone else opened with a copied marker line is
+    never overwritten. Raises `RateLimited` (re-schedule for `retry_at`; nothing was written),
+    `Unavailable` (GitHub did not answer; a create may or may not have happened, and the next
+    attempt finds it by its marker) and `RequestRefused` (e.g. 403 without write access, 410 when
+    the repository's issues are disabled).
+    """
+    check_full_name(target_repo)
+    if creator is not None:
+        check_login(creator)
+    line = marker(repo, month)
+    title = title.strip()
+    if not title or "\n" in title or "\r" in title:
+        raise ValueError("an issue title is one non-empty line")
+    body = fit_body(markdown, marker_line=line, full_report_url=full_report_url, limit=limit)
+    truncated = body != line + "\n" + markdown
+    digest = content_hash(title, body)
+
+    existing = _find(client, target_repo, repo, month, known_number, creator)
+    if existing is None:
+        created = client.create_issue(target_repo, title, body)
+        return Publication(int(created["number"]), str(created["html_url"]), "created", digest, truncated)
+
+    number = int(existing["number"])
+    changes: dict[str, Any] = {}
+    if existing.get("title") != title:
+        changes["title"] = title
+    # A body saved from GitHub's web editor comes back with CRLF line ends; the text is the same.
+    if (existing.get("body") or "").replace("\r\n", "\n") != body:
+        changes["body"] = body
+    reopen = existing.get("state") != "open"
+    if reopen:
+        changes.update(state="open", state_reason="reopened")
+    if not changes:
+        return Publication(number, str(existing["html_url"]), "unchanged", digest, truncated)
+    updated = client.update_issue(target_repo, number, changes)
+    return Publication(number, str(updated["html_url"]), "reopened" if reopen else "updated", digest, truncated)
+
+
+def _find(
+    client: GitHubClient,
+    target_repo: str,
+    repo: str,
+    month: str,
+    known_number: int | None,
+    creator: str | None,
+) -> dict[str, Any] | None:
+    if known_number is not None:
+        try:
+            issue = client.issue(target_repo, known_number)
+        except RequestRefused as refused:
+            if refused.status not in (404, 410):  # 404: gone or unreadable; 410: deleted
+                raise
+        else:
+            if _is_ours(issue, target_repo, repo, month, creator):
+                return issue
+    for issue in client.issues(target_repo, state="all", creator=creator):
+        if _is_ours(issue, target_repo, repo, month, creator):
+            return issue
+    return None
+
+
+def _is_ours(issue: dict[str, Any], target_repo: str, repo: str, month: str, creator: str | None) -> bool:
+    if "pull_request" in issue:  # GitHub's issue endpoints also answer with pull requests
+        return False
+    # A transferred issue answers from its new repository (GET follows GitHub's 301).
+    repository_url = str(issue.get("repository_url") or "")
+    if not repository_url.lower().endswith("/repos/" + target_repo.lower()):
+        return False
+    if creator is not None and str((issue.get("user") or {}).get("login", "")).lower() != creator.lower():
+        return False
+    return carries_marker(issue.get("body"), repo, month)

@@ -1,0 +1,186 @@
+"""Finalising a month: its final report rendered once in every format, frozen as the month's record,
+and served from then on byte for byte, whatever arrives later.
+
+A month ends at local midnight after its last day in the repository's time zone. Before that it is
+only finalised when forced (the record then says the day it stops at). Finalising a month that has a
+record returns that record, unless forced: a forced finalisation adds the next revision and keeps
+every earlier one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from tracker.config import TrackerConfig
+from tracker.core.derive import derive
+from tracker.core.payloads import IncompleteBody, MalformedBody
+from tracker.core.repository import repository_key
+from tracker.core.window import Month, WindowError, iso_utc, local_midnight, month_window
+from tracker.reports.loading import MonthRequest, UnknownRepository, report_for
+from tracker.reports.render import render
+from tracker.store.ledger import Ledger, now_ms
+from tracker.store.month_state import MonthState
+from tracker.store.records import DOCUMENTS, MonthRecord, Position, RecordStore, content_hash
+
+
+class MonthNotEnded(ValueError):
+    """The month has not ended in the repository's time zone (and finalising was not forced)."""
+
+    def __init__(self, month: str, ends_at: int, timezone: str) -> None:
+        super().__init__(
+            f"{month} has not ended yet: it ends at {iso_utc(ends_at)} (midnight in {timezone}); "
+            "finalise it then, or force it"
+        )
+        self.ends_at = ends_at
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """What a finalisation would still wait for."""
+
+    pending_deliveries: int  # the repository's deliveries not processed yet
+    pending_classification: int  # the month's PRs whose files are not known yet
+
+    @property
+    def ready(self) -> bool:
+        return self.pending_deliveries == 0 and self.pending_classification == 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"deliveries": self.pending_deliveries, "pending_classification": self.pending_classification}
+
+
+def month_end(month: str, timezone: str) -> int:
+    """The instant (epoch seconds) the month ends: local midnight after its last day."""
+    return local_midnight(Month.parse(month).last_day + timedelta(days=1), ZoneInfo(timezone))
+
+
+def stored_name(state: MonthState, full_name: str) -> str:
+    stored = state.repository_name(full_name)
+    if stored is None:
+        raise UnknownRepository(f"no deliveries have been received for {full_name}")
+    return stored
+
+
+def final_request(
+    state: MonthState, config: TrackerConfig, full_name: str, month: str, *, force: bool, now: datetime | None = None
+) -> MonthRequest:
+    """The window a finalisation renders: the whole month once it has ended; before, only when
+    forced, up to today. Raises UnknownRepository, WindowError or MonthNotEnded."""
+    stored = stored_name(state, full_name)
+    timezone = config.timezone_for(stored)
+    parsed = Month.parse(month)
+    moment = now or datetime.now(UTC)
+    today = moment.astimezone(ZoneInfo(timezone)).date()
+    if parsed.first_day > today:
+        raise WindowError(f"month {parsed} has not started yet (today is {today.isoformat()} in {timezone})")
+    ends = month_end(str(parsed), timezone)
+    if moment.timestamp() < ends and not force:
+        raise MonthNotEnded(str(parsed), ends, timezone)
+    cutoff: date = min(parsed.last_day, today)
+    return MonthRequest(stored, month_window(parsed, cutoff, timezone))
+
+
+def readiness(state: MonthState, ledger: Ledger, config: TrackerConfig, request: MonthRequest) -> Readiness:
+    snapshot = report_for(state, config, request).snapshot
+    return Readiness(ledger.pending_for(request.repo), snapshot.pending_classification)
+
+
+def finalize(
+    state: MonthState,
+    ledger: Ledger,
+    records: RecordStore,
+    config: TrackerConfig,
+    full_name: str,
+    month: str,
+    *,
+    force: bool = False,
+    trigger: str = "cli",
+    now: datetime | None = None,
+) -> tuple[MonthRecord, bool]:
+    """The month's record, and whether this call created it. Raises UnknownRepository, WindowError
+    or MonthNotEnded (see `final_request`)."""
+    request = final_request(state, config, full_name, month, force=force, now=now)
+    month_text = str(request.window.month)
+    if not force:
+        existing = records.latest(request.repo, month_text)
+        if existing is not None:
+            return existing, False
+    version, generation = state.month_version(request.repo, month_text)
+    counts = ledger.counts()
+    report = report_for(state, config, request)
+    documents = {(fmt, lang): render(report, fmt, lang or "en") for fmt, lang in DOCUMENTS}
+    record = MonthRecord(
+        full_name=request.repo,
+        month=month_text,
+        revision=0,  # the store decides
+        cutoff=request.window.cutoff.isoformat(),
+        created_at=now_ms(),
+        trigger=trigger,
+        forced=force,
+        position=Position(version, generation, counts.received, counts.processed),
+        config_hash=config_hash(config),
+        content_hash=content_hash([documents[key] for key in DOCUMENTS]),
+        pending=Readiness(ledger.pending_for(request.repo), report.snapshot.pending_classification).as_dict(),
+        documents=documents,
+    )
+    stored = records.add(record, first_only=not force)
+    if stored is None:  # another finalisation stored revision 1 meanwhile: that one is the record
+        existing = records.latest(request.repo, month_text)
+        assert existing is not None
+        return existing, False
+    return stored, True
+
+
+def config_hash(config: TrackerConfig) -> str:
+    return hashlib.sha256(config.model_dump_json().encode()).hexdigest()
+
+
+def served_record(records: RecordStore, request: MonthRequest) -> MonthRecord | None:
+    """The record that answers a request for the month at its last day (the default cutoff of an
+    ended month), if the month has one."""
+    if not request.window.final:
+        return None
+    return records.latest(request.repo, str(request.window.month))
+
+
+def late_deliveries(records: RecordStore, record: MonthRecord, timezone: str) -> dict[str, Any]:
+    """Deliveries received after the record that carry facts of its month, and the PRs they are
+    about: what an operator weighs before re-finalising."""
+    count = 0
+    numbers: set[int] = set()
+    for delivery_id, content_type, body in records.deliveries_since(record.full_name, record.created_at):
+        try:
+            derivation = derive(delivery_id, content_type, body, lambda _name: timezone)
+        except (MalformedBody, IncompleteBody):
+            continue
+        if record.month in derivation.activity_months and derivation.repo == repository_key(record.full_name):
+            count += 1
+            numbers.add(derivation.number)
+    return {"count": count, "pull_requests": sorted(numbers)}
+
+
+def due_months(
+    state: MonthState,
+    records: RecordStore,
+    config: TrackerConfig,
+    *,
+    grace_seconds: float,
+    now: datetime | None = None,
+) -> list[tuple[str, str]]:
+    """(repository, month) of every month with activity that ended more than `grace_seconds` ago in
+    its repository's time zone and has no record yet, oldest first."""
+    moment = (now or datetime.now(UTC)).timestamp()
+    recorded = records.recorded_months()
+    due = []
+    for full_name in state.repository_names():
+        timezone = config.timezone_for(full_name)
+        for month in state.month_versions(full_name):
+            if (repository_key(full_name), month) in recorded:
+                continue
+            if month_end(month, timezone) + grace_seconds <= moment:
+                due.append((full_name, month))
+    return sorted(due, key=lambda item: (item[1], item[0].lower()))

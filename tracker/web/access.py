@@ -1,0 +1,273 @@
+"""Who may read a report.
+
+Anyone may read the reports of a public repository (the default). A repository configured with
+`public: false` (`tracker.config`) answers only to
+
+- the admin: `Authorization: Bearer <TRACKER_ADMIN_TOKEN>`, compared in constant time; or
+- the holder of a signed link: `?token=<t>`, made by `tracker link`. The token is an itsdangerous
+  `URLSafeTimedSerializer` token keyed by TRACKER_LINK_SECRET (salted for this one use, so the same
+  secret could sign nothing else we accept). It binds the repository (case-insensitively, as GitHub
+  names them), the month, the cutoff or none (then any cutoff of that month), and a lifetime counted
+  from the signing time that itsdangerous stamps into it. Languages and formats are free: a link to
+  a month's HTML also opens its Markdown and JSON.
+
+The answers, each a JSON `{"error": ...}` saying what to do: 401 with neither credential (before the
+repository is even looked up, so it tells an outsider nothing about what the tracker holds); 403
+for a tampered link, an expired one (saying when it expired), one for another repository, month or
+cutoff, and a bearer token that is not the admin's; 503 when a link is presented but
+TRACKER_LINK_SECRET is not set. No secret and no token ever appears in an answer or a log line.
+
+A page opened with a link keeps working as the reader moves on: `carry_token` adds the token to the
+HTML report's own links (language switch, Markdown, JSON) and to its cutoff picker, a GET form.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from itsdangerous import BadData, TimestampSigner, URLSafeTimedSerializer
+from markupsafe import escape
+
+from tracker.config import TrackerConfig
+from tracker.core.window import Window
+from tracker.settings import Settings
+
+TOKEN_PARAMETER = "token"
+# The salt makes the signing key of links differ from any other use of the same secret; the version
+# lets a later format refuse these tokens rather than misread them.
+_SALT = "tracker.report-link.v1"
+MAX_LIFETIME = timedelta(days=366)
+_DURATION = re.compile(r"(\d+)([mhdw])")
+_UNITS = {"m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
+NO_STORE = {"Cache-Control": "private, no-store"}
+
+TAMPERED = "the link is not valid (tampered or signed with another secret)"
+
+
+class AccessDenied(Exception):
+    """A report request refused; `status` and `message` are the answer."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = {**NO_STORE, **(headers or {})}
+
+    def answer(self) -> tuple[dict[str, str], int, dict[str, str]]:
+        return {"error": self.message}, self.status, self.headers
+
+
+class LinkRefused(ValueError):
+    """A token that is not a valid link now: tampered, signed with another secret, or expired."""
+
+
+class DurationError(ValueError):
+    pass
+
+
+# --- links ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Link:
+    """What a verified link grants."""
+
+    repo: str  # lower case: GitHub matches owner/name without regard to case
+    month: str  # YYYY-MM
+    cutoff: str | None  # YYYY-MM-DD, or None for any cutoff of the month
+    expires_at: datetime  # UTC
+
+
+class _ClockedSigner(TimestampSigner):
+    """itsdangerous' timestamp signer on a given clock, so a link can be signed as of another moment
+    (tests sign links that have already expired instead of sleeping)."""
+
+    def __init__(self, *args: Any, clock: Callable[[], float] = time.time, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._clock = clock
+
+    def get_timestamp(self) -> int:
+        return int(self._clock())
+
+
+def _serializer(secret: str, clock: Callable[[], float] = time.time) -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(secret, salt=_SALT, signer=_ClockedSigner, signer_kwargs={"clock": clock})
+
+
+def sign_link(
+    secret: str,
+    repo: str,
+    month: str,
+    cutoff: str | None,
+    lifetime: timedelta,
+    now: datetime | None = None,
+) -> str:
+    """A token for `repo`'s `month` (at `cutoff`, or any cutoff when None), valid for `lifetime` from
+    `now` (default: the present)."""
+    seconds = int(lifetime.total_seconds())
+    if not 1 <= seconds <= MAX_LIFETIME.total_seconds():
+        raise DurationError(f"a link lives from a second to {MAX_LIFETIME.days} days")
+    payload = {"r": repo.lower(), "m": month, "c": cutoff, "x": seconds}
+    clock = (lambda: now.timestamp()) if now is not None else time.time
+    return str(_serializer(secret, clock).dumps(payload))
+
+
+def read_link(secret: str, token: str, now: datetime | None = None) -> Link:
+    """The link a token stands for, if its signature holds and it has not expired at `now`.
+    Raises LinkRefused saying which; its message holds neither the token nor the secret."""
+    try:
+        # No max_age here: a link's lifetime is inside the signed payload, known only once the
+        # signature is checked; the expiry is then itsdangerous' signing time plus that lifetime.
+        payload, signed_at = _serializer(secret).loads(token, return_timestamp=True)
+    except BadData:  # a wrong signature, a mangled token, another secret: the exception quotes them
+        raise LinkRefused(TAMPERED) from None
+    if not _well_formed(payload):
+        raise LinkRefused(TAMPERED)  # signed with our secret and salt but not by us: treat as forged
+    expires_at = signed_at + timedelta(seconds=payload["x"])
+    if (now or datetime.now(UTC)) >= expires_at:
+        raise LinkRefused(f"the link expired at {utc_text(expires_at)}: ask for a new one")
+    return Link(repo=payload["r"], month=payload["m"], cutoff=payload["c"], expires_at=expires_at)
+
+
+def _well_formed(payload: object) -> bool:
+    if not isinstance(payload, dict) or set(payload) != {"r", "m", "c", "x"}:
+        return False
+    lifetime = payload["x"]
+    return (
+        isinstance(payload["r"], str)
+        and isinstance(payload["m"], str)
+        and (payload["c"] is None or isinstance(payload["c"], str))
+        and isinstance(lifetime, int)
+        and not isinstance(lifetime, bool)
+        and 0 < lifetime <= MAX_LIFETIME.total_seconds()
+    )
+
+
+def utc_text(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_duration(text: str) -> timedelta:
+    """`30m`, `12h`, `7d` or `2w`: a link's lifetime, from a minute to MAX_LIFETIME."""
+    found = _DURATION.fullmatch(text.strip())
+    if found is None:
+        raise DurationError(f"{text!r} is not a duration: use minutes, hours, days or weeks, e.g. 30m, 12h, 7d, 2w")
+    lifetime = int(found.group(1)) * _UNITS[found.group(2)]
+    if not timedelta(minutes=1) <= lifetime <= MAX_LIFETIME:
+        raise DurationError(f"{text!r}: a link lives from 1m to {MAX_LIFETIME.days}d")
+    return lifetime
+
+
+def link_url(base_url: str, repo: str, month: str, fmt: str, token: str, cutoff: str | None = None) -> str:
+    """`<base>/reports/<owner>/<name>/<month>.<fmt>?token=…[&cutoff=…]`."""
+    owner, _, name = repo.partition("/")
+    path = f"/reports/{quote(owner, safe='')}/{quote(name, safe='')}/{month}.{fmt}"
+    query = {TOKEN_PARAMETER: token, **({"cutoff": cutoff} if cutoff else {})}
+    return base_url.rstrip("/") + path + "?" + urlencode(query)
+
+
+# --- the check a request makes --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Why a request may read a repository's reports."""
+
+    private: bool
+    link: Link | None = None
+    token: str | None = None  # the verified link token, for the page's own links
+
+    def require(self, repo: str, window: Window) -> None:
+        """A link opens only the month (and cutoff) it was made for. Raises AccessDenied."""
+        if self.link is None:
+            return
+        month, cutoff = str(window.month), window.cutoff.isoformat()
+        if self.link.month != month:
+            raise AccessDenied(403, f"the link is for {repo} {self.link.month}, not {month}: ask for a link to {month}")
+        if self.link.cutoff is not None and self.link.cutoff != cutoff:
+            raise AccessDenied(403, f"the link is for {repo} {month} at the cutoff {self.link.cutoff}, not {cutoff}")
+
+    @property
+    def headers(self) -> dict[str, str]:
+        # A private report is never kept by a shared cache, nor by the browser's disk cache.
+        return dict(NO_STORE) if self.private else {}
+
+
+def authorize(
+    settings: Settings,
+    config: TrackerConfig,
+    repo: str,
+    authorization: str | None,
+    token: str | None,
+    now: datetime | None = None,
+) -> Grant:
+    """May this request read `repo`'s reports? `authorization` is the Authorization header, `token`
+    the `?token=` parameter. Raises AccessDenied with the answer to give."""
+    if config.is_public(repo):
+        return Grant(private=False)  # a token, even a bad one, changes nothing for a public repository
+    bearer = _bearer(authorization)
+    if bearer is not None and is_admin(settings, bearer):
+        return Grant(private=True)
+    if token:
+        if settings.link_secret is None:
+            raise AccessDenied(503, "signed links are off on this server: set TRACKER_LINK_SECRET to use them")
+        try:
+            link = read_link(settings.link_secret.get_secret_value(), token, now)
+        except LinkRefused as exc:
+            raise AccessDenied(403, str(exc)) from None
+        if link.repo != repo.lower():
+            raise AccessDenied(403, f"the link is for another repository, not {repo}: ask for a link to {repo}")
+        return Grant(private=True, link=link, token=token)
+    if bearer is not None:
+        # Another scheme (a proxy's Basic credentials) is not ours to judge; a Bearer token is.
+        if settings.admin_token is None:
+            raise AccessDenied(403, "the bearer token is refused: TRACKER_ADMIN_TOKEN is not set on this server")
+        raise AccessDenied(403, "the bearer token is not TRACKER_ADMIN_TOKEN")
+    raise AccessDenied(
+        401,
+        f"{repo} is private: send Authorization: Bearer <TRACKER_ADMIN_TOKEN>, or open a signed link "
+        f"(`tracker link --repo {repo} --month YYYY-MM`)",
+        {"WWW-Authenticate": 'Bearer realm="tracker"'},
+    )
+
+
+def is_admin(settings: Settings, bearer: str) -> bool:
+    token = settings.admin_token
+    return token is not None and hmac.compare_digest(bearer.encode(), token.get_secret_value().encode())
+
+
+def admin_request(settings: Settings, authorization: str | None) -> bool:
+    """Whether the Authorization header carries the admin token (the index and the repository list
+    show private repositories to the admin only)."""
+    bearer = _bearer(authorization)
+    return bearer is not None and is_admin(settings, bearer)
+
+
+def _bearer(authorization: str | None) -> str | None:
+    scheme, _, credentials = (authorization or "").strip().partition(" ")
+    return credentials.strip() if scheme.lower() == "bearer" else None
+
+
+# --- the page's own links -------------------------------------------------------------------------
+
+# The HTML report links its other forms relatively (`2026-09.html?lang=…`, `.md?…`, `.json?…`) and
+# has a GET form for the cutoff. Jinja2 autoescapes every value in the page (`"` and `<` included),
+# so these patterns can only match the template's own markup, never text from a pull request.
+_OWN_LINK = re.compile(r'(\shref=")(\d{4}-\d{2}\.(?:html|md|json))\?')
+_GET_FORM = re.compile(r'<form\s[^>]*\bmethod="get"[^>]*>', re.IGNORECASE)
+
+
+def carry_token(html: str, token: str) -> str:
+    """The HTML report with the link's token in its own links and forms, so the language switch,
+    the cutoff picker and the Markdown and JSON links keep working for the link's holder."""
+    in_query = escape(quote(token, safe=""))
+    html = _OWN_LINK.sub(lambda m: f"{m.group(1)}{m.group(2)}?{TOKEN_PARAMETER}={in_query}&amp;", html)
+    field = f'<input type="hidden" name="{TOKEN_PARAMETER}" value="{escape(token)}">'
+    return _GET_FORM.sub(lambda m: m.group(0) + field, html)

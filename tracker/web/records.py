@@ -1,0 +1,100 @@
+"""Month records over HTTP: finalise a month (admin), list its records, and what came late."""
+
+from __future__ import annotations
+
+import hmac
+import time
+from typing import Any
+
+from flask import Blueprint, request, url_for
+
+from tracker.core.window import Month, WindowError
+from tracker.queue import enqueue_finalize, redis_failure
+from tracker.reports.loading import UnknownRepository
+from tracker.reports.records import MonthNotEnded, final_request, late_deliveries, stored_name
+from tracker.web.context import services
+
+blueprint = Blueprint("records", __name__)
+
+
+def _admin_refusal() -> tuple[dict[str, str], int] | None:
+    """None for a request with the admin token; else the answer: 503 when no token is configured,
+    401 without one, 403 with a wrong one (compared in constant time)."""
+    token = services().settings.admin_token
+    if token is None:
+        return {"error": "admin endpoints are off: set TRACKER_ADMIN_TOKEN to use them"}, 503
+    header = request.headers.get("Authorization", "")
+    if not header.startswith("Bearer ") or not header.removeprefix("Bearer ").strip():
+        return {"error": "send Authorization: Bearer <TRACKER_ADMIN_TOKEN>"}, 401
+    given = header.removeprefix("Bearer ").strip()
+    if not hmac.compare_digest(given.encode(), token.get_secret_value().encode()):
+        return {"error": "the admin token is wrong"}, 403
+    return None
+
+
+@blueprint.post("/api/v1/repos/<owner>/<repo>/months/<month>/finalize")
+def finalize(owner: str, repo: str, month: str) -> Any:
+    """202 with the records' location while the finalisation runs; 200 when the month already has a
+    record (unless `?force=1`); 409 for a month that has not ended (unless forced)."""
+    refusal = _admin_refusal()
+    if refusal is not None:
+        return refusal
+    app = services()
+    force = request.args.get("force", "").lower() in ("1", "true", "yes")
+    try:
+        wanted = final_request(app.state, app.config, f"{owner}/{repo}", month, force=force)
+    except UnknownRepository as exc:
+        return {"error": str(exc)}, 404
+    except MonthNotEnded as exc:
+        return {"error": str(exc)}, 409
+    except WindowError as exc:
+        return {"error": str(exc)}, 400
+    month_text = str(wanted.window.month)
+    location = url_for("records.records", owner=owner, repo=repo, month=month_text)
+    if not force:
+        existing = app.records.latest(wanted.repo, month_text)
+        if existing is not None:
+            return (
+                {"status": "recorded", "record": existing.summary(), "location": location},
+                200,
+                {"Location": location},
+            )
+    queue = app.records_queue
+    failure = redis_failure(queue.connection)
+    if failure is not None:
+        return {"error": f"Redis is unreachable ({type(failure).__name__}): try again once /healthz is 200"}, 503
+    deadline = time.time() + app.settings.finalize_wait
+    job = enqueue_finalize(queue, wanted.repo, month_text, force=force, trigger="api", deadline=deadline)
+    body = {
+        "status": "finalizing",
+        "location": location,
+        "job": job,
+        "waits_at_most_seconds": app.settings.finalize_wait,
+    }
+    return body, 202, {"Location": location}
+
+
+@blueprint.get("/api/v1/repos/<owner>/<repo>/months/<month>/records")
+def records(owner: str, repo: str, month: str) -> Any:
+    """Every record of the month (newest last), without their documents, and the deliveries that
+    arrived after the latest one."""
+    app = services()
+    # A private repository's records are the admin's: asked before the name is looked up, so that
+    # whether it exists is not told to others either.
+    if not app.config.is_public(f"{owner}/{repo}"):
+        refusal = _admin_refusal()
+        if refusal is not None:
+            return refusal
+    try:
+        full_name = stored_name(app.state, f"{owner}/{repo}")
+    except UnknownRepository as exc:
+        return {"error": str(exc)}, 404
+    try:
+        month_text = str(Month.parse(month))
+    except WindowError as exc:
+        return {"error": str(exc)}, 400
+    kept = app.records.all(full_name, month_text)
+    body: dict[str, Any] = {"repo": full_name, "month": month_text, "records": [r.summary() for r in kept]}
+    if kept:
+        body["late_deliveries"] = late_deliveries(app.records, kept[-1], app.config.timezone_for(full_name))
+    return body

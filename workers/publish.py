@@ -1,0 +1,230 @@
+"""Publishing a month where its repository's config says: Markdown files in a directory, and one
+GitHub issue per month, updated in place.
+
+The final edition publishes the month's record (the frozen bytes); a partial edition (weekly, when
+configured) renders the month to date. Every publication is recorded with its content hash and
+result, and shown in status. Publishing the same content again writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from tracker.config import PublishConfig
+from tracker.core.window import Month, month_window, today_in
+from tracker.github.client import GitHubError, RateLimited
+from tracker.github.issues import publish_issue
+from tracker.queue import enqueue_publish
+from tracker.reports.loading import MonthRequest, report_for
+from tracker.reports.render import render
+from tracker.services import Services
+from workers.runtime import current
+
+log = logging.getLogger(__name__)
+
+FINAL, PARTIAL = "final", "partial"
+LANGUAGE_FOLDERS = {"en": "en-US", "zh-CN": "zh-CN"}
+PARTIAL_EVERY = timedelta(days=7)
+
+
+def publish(services: Services, full_name: str, month: str) -> str:
+    """After a finalisation: queue the final edition's publication (run it here without Redis)."""
+    if not services.config.publishing_for(full_name).enabled:
+        return ""
+    if services.redis is None:
+        return publish_month(full_name, month, FINAL)
+    enqueue_publish(services.records_queue, full_name, month, FINAL)
+    return "publication queued"
+
+
+def publish_due_partials(services: Services) -> str:
+    """Queue the month-to-date edition of every repository that asks for weekly partial
+    publications and has had none for a week."""
+    queued = 0
+    for full_name in services.state.repository_names():
+        if not services.config.publishing_for(full_name).weekly_partial:
+            continue
+        month = str(Month.containing(today_in(services.config.timezone_for(full_name))))
+        last = services.records.last_publication_at(full_name, month, PARTIAL)
+        if last is not None and time.time() - last / 1000 < PARTIAL_EVERY.total_seconds():
+            continue
+        if services.redis is None:
+            publish_month(full_name, month, PARTIAL)
+        else:
+            enqueue_publish(services.records_queue, full_name, month, PARTIAL)
+        queued += 1
+    return f"{queued} partial publications queued" if queued else ""
+
+
+def publish_month(full_name: str, month: str, edition: str) -> str:
+    """The job: publish one edition of a month to every configured target."""
+    services = current()
+    target = services.config.publishing_for(full_name)
+    documents = _documents(services, full_name, month, edition)
+    if documents is None:
+        return "nothing to publish: the month has no record"
+    english, chinese = documents
+    results = []
+    if target.directory is not None:
+        results.append(_publish_files(services, target, full_name, month, edition, english, chinese))
+    if target.issue_repository is not None:
+        try:
+            results.append(_publish_issue(services, target, full_name, month, edition, english))
+        except RateLimited as exc:
+            # GitHub's secondary limits ask for a pause (retry-after): the same job, later.
+            enqueue_publish(services.records_queue, full_name, month, edition, at=exc.retry_at)
+            results.append(f"issue waits for the {exc.kind} rate limit")
+    return "; ".join(results)
+
+
+def _documents(services: Services, full_name: str, month: str, edition: str) -> tuple[str, str] | None:
+    if edition == FINAL:
+        record = services.records.latest(full_name, month)
+        if record is None:
+            return None
+        return record.document("md", "en"), record.document("md", "zh-CN")
+    stored = services.state.repository_name(full_name) or full_name
+    timezone = services.config.timezone_for(stored)
+    parsed = Month.parse(month)
+    cutoff = min(parsed.last_day, today_in(timezone))
+    report = report_for(services.state, services.config, MonthRequest(stored, month_window(parsed, cutoff, timezone)))
+    return render(report, "md", "en"), render(report, "md", "zh-CN")
+
+
+def file_path(directory: Path, month: str, lang: str) -> Path:
+    year, number = month.split("-")
+    return directory / "reports" / LANGUAGE_FOLDERS[lang] / year / f"{number}.md"
+
+
+def as_file(markdown: str, month: str, lang: str) -> str:
+    """The report as a file beside its translation: the link to the other language becomes the
+    relative path of the other file (`../../zh-CN/2026/09.md`)."""
+    other = "zh-CN" if lang == "en" else "en"
+    year, number = month.split("-")
+    lines = markdown.split("\n")
+    for index, line in enumerate(lines[:6]):
+        if line.startswith("> ") and f"({month}.md?lang={other}&cutoff=" in line:
+            start = line.index(f"({month}.md?lang={other}&cutoff=")
+            end = line.index(")", start)
+            lines[index] = f"{line[:start]}(../../{LANGUAGE_FOLDERS[other]}/{year}/{number}.md){line[end + 1 :]}"
+            break
+    return "\n".join(lines)
+
+
+def as_issue(markdown: str, month: str, full_name: str, report_url: str | None) -> str:
+    """The report as an issue body: the link to the Chinese report points at this service when its
+    address is configured (a relative link would point into github.com), else the line goes."""
+    lines = markdown.split("\n")
+    for index, line in enumerate(lines[:6]):
+        marker = f"({month}.md?lang=zh-CN&cutoff="
+        if line.startswith("> ") and marker in line:
+            if report_url is None:
+                del lines[index : index + 2]  # the line and the blank line after it
+            else:
+                start = line.index(marker)
+                end = line.index(")", start)
+                url = f"{report_url.rstrip('/')}/reports/{full_name}/{month}.md?lang=zh-CN"
+                lines[index] = f"{line[:start]}({url}){line[end + 1 :]}"
+            break
+    return "\n".join(lines)
+
+
+def write_atomically(path: Path, text: str) -> bool:
+    """Write `text` to `path` through a temporary file and a rename (readers never see half a file);
+    False when the file already holds exactly that text."""
+    data = text.encode("utf-8")
+    if path.exists() and path.read_bytes() == data:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return True
+
+
+def _publish_files(
+    services: Services, target: PublishConfig, full_name: str, month: str, edition: str, english: str, chinese: str
+) -> str:
+    assert target.directory is not None
+    files = {lang: as_file(text, month, lang) for lang, text in (("en", english), ("zh-CN", chinese))}
+    written = [write_atomically(file_path(target.directory, month, lang), text) for lang, text in files.items()]
+    result = "written" if any(written) else "unchanged"
+    services.records.record_publication(
+        full_name,
+        month,
+        kind="files",
+        edition=edition,
+        target=str(target.directory),
+        content_hash=_hash(files["en"] + files["zh-CN"]),
+        result=result,
+    )
+    return f"files {result}"
+
+
+def _publish_issue(
+    services: Services, target: PublishConfig, full_name: str, month: str, edition: str, english: str
+) -> str:
+    assert target.issue_repository is not None
+    known = services.records.last_issue_number(full_name, month)
+    full_report_url = f"https://github.com/{full_name}"
+    if target.report_url:
+        full_report_url = f"{target.report_url.rstrip('/')}/reports/{full_name}/{month}.html"
+    # The report's first line, without its Markdown escapes: an issue title is plain text.
+    title = re.sub(r"\\(.)", r"\1", english.split("\n", 1)[0].removeprefix("# ").strip())
+    body = as_issue(english, month, full_name, target.report_url)
+    try:
+        with services.github() as client:
+            outcome = publish_issue(
+                client,
+                target.issue_repository,
+                full_name,
+                month,
+                title,
+                body,
+                full_report_url=full_report_url,
+                known_number=known,
+                creator=target.issue_author,
+            )
+    except GitHubError as exc:
+        if isinstance(exc, RateLimited):
+            raise
+        services.records.record_publication(
+            full_name,
+            month,
+            kind="issue",
+            edition=edition,
+            target=target.issue_repository,
+            content_hash=_hash(english),
+            result="failed",
+            detail=str(exc),
+        )
+        raise
+    services.records.record_publication(
+        full_name,
+        month,
+        kind="issue",
+        edition=edition,
+        target=f"{target.issue_repository}#{outcome.number}",
+        content_hash=outcome.content_hash,
+        result=outcome.action,
+        detail=outcome.url,
+    )
+    return f"issue #{outcome.number} {outcome.action}"
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
