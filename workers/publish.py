@@ -186,6 +186,19 @@ def _publish_issue(
     # The report's first line, without its Markdown escapes: an issue title is plain text.
     title = re.sub(r"\\(.)", r"\1", english.split("\n", 1)[0].removeprefix("# ").strip())
     body = as_issue(english, month, full_name, target.report_url)
+
+    def recorded(target_name: str, content_hash: str, result: str, detail: str) -> None:
+        services.records.record_publication(
+            full_name,
+            month,
+            kind="issue",
+            edition=edition,
+            target=target_name,
+            content_hash=content_hash,
+            result=result,
+            detail=detail,
+        )
+
     try:
         with services.github() as client:
             outcome = publish_issue(
@@ -200,29 +213,10 @@ def _publish_issue(
                 creator=target.issue_author,
             )
     except GitHubError as exc:
-        if isinstance(exc, RateLimited):
-            raise
-        services.records.record_publication(
-            full_name,
-            month,
-            kind="issue",
-            edition=edition,
-            target=target.issue_repository,
-            content_hash=_hash(english),
-            result="failed",
-            detail=str(exc),
-        )
+        if not isinstance(exc, RateLimited):  # a rate limit is a pause (re-scheduled), not a failure
+            recorded(target.issue_repository, _hash(english), "failed", str(exc))
         raise
-    services.records.record_publication(
-        full_name,
-        month,
-        kind="issue",
-        edition=edition,
-        target=f"{target.issue_repository}#{outcome.number}",
-        content_hash=outcome.content_hash,
-        result=outcome.action,
-        detail=outcome.url,
-    )
+    recorded(f"{target.issue_repository}#{outcome.number}", outcome.content_hash, outcome.action, outcome.url)
     return f"issue #{outcome.number} {outcome.action}"
 
 
