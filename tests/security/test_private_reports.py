@@ -6,6 +6,7 @@ The real app over real deliveries: one private repository and one public one, Ma
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -361,3 +362,15 @@ def test_tracker_link_refuses_what_the_server_would(
     assert made.exit_code != 0
     assert message in made.output
     assert made.stdout == ""
+
+
+def test_status_and_records_keep_a_private_repository_to_the_admin(private: tuple[Flask, FlaskClient]) -> None:
+    _, client = private
+    anonymous = client.get("/api/v1/status").json
+    assert anonymous["repositories"] == [PUBLIC]
+    assert PRIVATE not in json.dumps(anonymous) and PRIVATE.lower() not in json.dumps(anonymous)
+    assert set(client.get("/api/v1/status", headers=ADMIN).json["repositories"]) == {PRIVATE, PUBLIC}
+    # The records of a private repository, and whether it exists at all, are the admin's.
+    assert client.get(f"/api/v1/repos/{PRIVATE}/months/2026-05/records").status_code == 401
+    assert client.get(f"/api/v1/repos/{PRIVATE}/months/2026-05/records", headers=ADMIN).status_code == 200
+    assert client.get(f"/api/v1/repos/{PUBLIC}/months/2026-05/records").status_code == 200

@@ -105,10 +105,11 @@ def repository_list() -> Any:
 @blueprint.get("/api/v1/status")
 def status() -> Any:
     app = services()
+    names, headers = _listed_repositories()  # private repositories only for the admin
     body: dict[str, Any] = {
         "deliveries": app.ledger.counts().as_dict(),
         "hooks": app.ledger.hooks(),
-        "repositories": app.state.repository_names(),
+        "repositories": names,
     }
     try:
         body["queue"] = queue_counts(app.delivery_queue)
@@ -121,8 +122,9 @@ def status() -> Any:
         body["queue"] = {"error": f"Redis is unreachable ({type(exc).__name__})"}
     if body["deliveries"][FAILED]:
         body["failed_deliveries"] = app.ledger.failures()
-    body["publications"] = app.records.publications(10)  # the last ten, newest first
-    return body
+    shown = {name.lower() for name in names}
+    body["publications"] = [p for p in app.records.publications(10) if p["repo"] in shown]  # newest first
+    return body, 200, headers
 
 
 @blueprint.post("/api/v1/deliveries/retry-failed")
