@@ -1,17 +1,65 @@
-"""The production WSGI server (gunicorn, sync workers) for `tracker web` and `tracker run`.
+"""The production web server of `tracker web` and `tracker run`: gunicorn's master, waitress in each worker.
 
-Sync workers, not gthread: with keep-alive, a few long-lived client connections can all land on
-one gthread worker and halve throughput (MEASURED.md).
+Slow clients must not be able to stop the webhook: GitHub gives a delivery 10 seconds and does not
+retry by itself ("Best practices for using webhooks"). gunicorn's sync worker reads a request in the
+worker process itself, so two sockets sending a body one byte every 5 s held both workers (issue 8);
+its gthread worker gives each connection a pool thread while it reads the headers, with no deadline,
+so a few more sockets than threads do the same.
+
+Here each worker process runs one waitress event loop on the master's listening socket. The loop
+reads every connection's request, headers and body, as its bytes come, and runs the app on a request
+only once all of it has arrived, in the loop's own thread (no thread switches: as cheap as a sync
+worker, bench/README.md), so a slow socket costs a file descriptor and a buffer, never the worker. A
+request that has not fully arrived `RECEIVE_SECONDS` after its first byte, or a connection silent that
+long, is dropped without an answer: GitHub has given up on it by then. gunicorn keeps the rest:
+forking, one app per process built after the fork, restarting a worker that dies or that stays
+silent for `timeout` (a request stuck in the app, as a sync worker was), graceful stop on SIGTERM,
+logs to stderr, no control socket.
+
+Each connection carries one request, as with sync workers, so that each new one goes to whichever
+process accepts it first (kept-alive connections pinned to one process halved throughput with gthread,
+MEASURED.md). Per process at most `CONNECTIONS` are open at once; an attacker with more sockets than
+that is for the TLS reverse proxy in front (README) to limit.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import resource
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.workers.base import Worker
+from waitress import wasyncore
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+from waitress.task import WSGITask
 
 from tracker.settings import Settings
 from tracker.web.app import create_app
+from tracker.web.context import MAX_BODY_BYTES
+
+# GitHub counts a delivery as failed when it has not been answered within 10 seconds, so a request
+# still arriving after that is either broken or hostile.
+RECEIVE_SECONDS = 10
+# How long a graceful stop still waits for requests that are arriving.
+STOP_RECEIVE_SECONDS = 1.0
+# Open connections per process (slow ones included) before it stops accepting; each needs up to two
+# file descriptors (its socket, and a temporary file once its body passes `BODY_IN_MEMORY`).
+CONNECTIONS = 1000
+BODY_IN_MEMORY = 128 * 1024  # a typical delivery is 25 KB
+# Room over GitHub's 25 MB cap for chunked framing, which waitress counts as body.
+CHUNK_FRAMING_BYTES = 1024 * 1024
+# GitHub sends a few hundred bytes of headers.
+MAX_HEADER_BYTES = 64 * 1024
+NEVER = 2**62
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 class WebServer(BaseApplication):  # type: ignore[misc]
@@ -20,9 +68,10 @@ class WebServer(BaseApplication):  # type: ignore[misc]
         self.options = {
             "bind": f"{host}:{port}",
             "workers": processes,
-            "worker_class": "sync",
+            "worker_class": BufferingWorker,
+            # A request running longer than this stops the worker's heartbeat: the master restarts it.
             "timeout": 30,
-            "graceful_timeout": 10,
+            "graceful_timeout": RECEIVE_SECONDS,
             "accesslog": None,
             "errorlog": "-",
             "loglevel": "info",
@@ -38,3 +87,201 @@ class WebServer(BaseApplication):  # type: ignore[misc]
     def load(self) -> Any:
         # Called in each worker after the fork: every process opens its own database and Redis pools.
         return create_app(self.settings)
+
+
+class ClosingTask(WSGITask):  # type: ignore[misc]
+    """Answers with `Connection: close` (one request per connection, see the module's docstring)."""
+
+    def build_response_header(self) -> bytes:
+        self.set_close_on_finish()
+        header: bytes = super().build_response_header()
+        return header
+
+
+class DeadlineChannel(HTTPChannel):  # type: ignore[misc]
+    """A connection that knows since when its current request has been arriving."""
+
+    task_class = ClosingTask
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.receiving_since: float | None = None
+        super().__init__(*args, **kwargs)
+
+    def received(self, data: bytes) -> bool:
+        before = self.request
+        result: bool = super().received(data)
+        if self.request is None:
+            self.receiving_since = None  # every byte so far belongs to complete requests
+        elif self.request is not before or self.receiving_since is None:
+            self.receiving_since = time.monotonic()  # a new request began in this data
+        return result
+
+    def overdue(self, cutoff: float) -> bool:
+        return self.receiving_since is not None and self.receiving_since < cutoff
+
+    def worth_waiting_for(self, stopping_since: float) -> bool:
+        """What a graceful stop waits for: a request running or being answered, or one still arriving
+        within STOP_RECEIVE_SECONDS of the stop (a real delivery arrives in milliseconds)."""
+        if self.requests or self.total_outbufs_len:
+            return True
+        return self.request is not None and time.monotonic() - stopping_since < STOP_RECEIVE_SECONDS
+
+
+class DeadlineServer(TcpWSGIServer):  # type: ignore[misc]
+    channel_class = DeadlineChannel
+
+    def maintenance(self, now: float) -> None:
+        super().maintenance(now)  # silent connections: channel_timeout
+        cutoff = time.monotonic() - RECEIVE_SECONDS
+        for channel in list(self.active_channels.values()):
+            if channel.overdue(cutoff):
+                channel.will_close = True  # the loop closes it without an answer
+
+
+class Requests:
+    """waitress's task dispatcher, without threads: the loop queues each request once it has fully
+    arrived, and `serve` runs them in the loop's thread after each poll, as a sync worker would."""
+
+    def __init__(self) -> None:
+        self.queued: deque[Any] = deque()
+
+    def add_task(self, channel: Any) -> None:
+        self.queued.append(channel)
+
+    def serve(self) -> None:
+        while self.queued:
+            self.queued.popleft().service()
+
+    def shutdown(self, cancel_pending: bool = True, timeout: float = 0) -> bool:
+        while cancel_pending and self.queued:
+            self.queued.popleft().cancel()
+        return True
+
+
+def plain_input(app: WSGIApp) -> WSGIApp:
+    def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        environ["wsgi.input"] = Body(environ["wsgi.input"])
+        return app(environ, start_response)
+
+    return wrapped
+
+
+class Body:
+    """`wsgi.input` with exactly the methods PEP 3333 gives it. waitress passes the buffered body as a
+    file with `readinto` too, and then Werkzeug's capped stream answers the webhook's
+    `read(cap + 1)` by zero-filling a fresh buffer the size of the cap (25 MB) for every delivery."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def read(self, size: int | None = -1) -> bytes:
+        data: bytes = self._stream.read(size)
+        return data
+
+    def readline(self, size: int | None = -1) -> bytes:
+        line: bytes = self._stream.readline(size)
+        return line
+
+    def readlines(self, hint: int = -1) -> list[bytes]:
+        lines: list[bytes] = self._stream.readlines(hint)
+        return lines
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._stream)
+
+
+class BufferingWorker(Worker):  # type: ignore[misc]
+    """A gunicorn worker serving its app with waitress, in one thread (see the module's docstring)."""
+
+    def run(self) -> None:
+        channels: dict[int, Any] = {}
+        requests = Requests()
+        adjustments = Adjustments(
+            backlog=self.cfg.backlog,
+            connection_limit=_connection_limit(),
+            channel_timeout=RECEIVE_SECONDS,
+            cleanup_interval=1,
+            max_request_header_size=MAX_HEADER_BYTES,
+            # The app refuses a body over GitHub's 25 MB cap (413); waitress refuses, before buffering
+            # it, one that is larger still. It counts chunked framing, hence the room.
+            max_request_body_size=MAX_BODY_BYTES + CHUNK_FRAMING_BYTES,
+            inbuf_overflow=BODY_IN_MEMORY,
+            # An answer is written from this thread, which must never wait for itself to send it.
+            outbuf_high_watermark=NEVER,
+            asyncore_use_poll=True,  # select() cannot watch descriptors past 1024
+            log_socket_errors=False,  # a client that resets its connection is no error of ours
+            # As gunicorn did: trust X-Forwarded-Proto from a proxy on this machine, and nothing else.
+            trusted_proxy="127.0.0.1",
+            trusted_proxy_headers={"x-forwarded-proto"},
+        )
+        _log_waitress_like(self.log)
+        app = plain_input(self.wsgi)
+        listeners = [
+            DeadlineServer(
+                app,
+                channels,
+                _sock=listener.sock,
+                dispatcher=requests,
+                adj=adjustments,
+                bind_socket=False,
+                sockinfo=(listener.sock.family, listener.sock.type, listener.sock.proto, listener.sock.getsockname()),
+            )
+            for listener in self.sockets
+        ]
+        try:
+            notified = 0.0
+            while self.alive:
+                wasyncore.loop(timeout=1.0, map=channels, use_poll=True, count=1)
+                requests.serve()
+                if time.monotonic() - notified >= 1.0:
+                    self.notify()  # the master restarts a worker silent for `timeout`: a stuck request
+                    notified = time.monotonic()
+                if self.ppid != os.getppid():
+                    self.log.info("parent changed, shutting down: %s", self)
+                    break
+            for listener in listeners:
+                listener.close()  # stop accepting; the other workers and the master keep the socket
+            self._drain(channels, requests)
+        finally:
+            wasyncore.close_all(channels)
+
+    def _drain(self, channels: dict[int, Any], requests: Requests) -> None:
+        """Finish the requests running or about to, within the graceful timeout; close the rest."""
+        stopping_since = time.monotonic()
+        until = stopping_since + max(0.0, self.cfg.graceful_timeout - 1.0)
+        while time.monotonic() < until:
+            busy = False
+            for channel in list(channels.values()):
+                if isinstance(channel, DeadlineChannel):
+                    if channel.worth_waiting_for(stopping_since):
+                        busy = True
+                    else:
+                        channel.will_close = True
+            wasyncore.loop(timeout=0.2 if busy else 0.0, map=channels, use_poll=True, count=1)
+            requests.serve()
+            if not busy:
+                return
+            self.notify()
+
+
+def _connection_limit() -> int:
+    """`CONNECTIONS`, or fewer if the file descriptor limit cannot be raised to hold them."""
+    wanted = 2 * CONNECTIONS + 100  # each connection's socket and spilled body, plus the app's own
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        soft = raised
+    if soft == resource.RLIM_INFINITY:
+        return CONNECTIONS
+    return max(16, min(CONNECTIONS, (soft - 100) // 2))
+
+
+def _log_waitress_like(log: Any) -> None:
+    """waitress's warnings (the connection limit reached, an app error) to gunicorn's error log."""
+    waitress = logging.getLogger("waitress")
+    waitress.handlers = list(log.error_log.handlers)
+    waitress.setLevel(logging.WARNING)
+    waitress.propagate = False
+    # "Task queue depth is N" each time a request waits for a thread: routine under load.
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
