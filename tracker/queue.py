@@ -168,10 +168,7 @@ def enqueue_publish(queue: Queue, full_name: str, month: str, edition: str, *, a
         "result_ttl": RESULT_TTL,
         "description": f"publish the {edition} edition of {month} of {full_name}",
     }
-    if at is None:
-        queue.enqueue(PUBLISH_FUNCTION, full_name, month, edition, **options)
-    else:
-        queue.enqueue_at(datetime.fromtimestamp(at, UTC), PUBLISH_FUNCTION, full_name, month, edition, **options)
+    _enqueue(queue, PUBLISH_FUNCTION, (full_name, month, edition), options, at)
 
 
 def enqueue_finalize(
@@ -197,10 +194,7 @@ def enqueue_finalize(
         "result_ttl": RESULT_TTL,
         "description": f"finalise {month} of {full_name}",
     }
-    if at is None:
-        queue.enqueue(FINALIZE_FUNCTION, *arguments, **options)
-    else:
-        queue.enqueue_at(datetime.fromtimestamp(at, UTC), FINALIZE_FUNCTION, *arguments, **options)
+    _enqueue(queue, FINALIZE_FUNCTION, arguments, options, at)
     return str(options["job_id"])
 
 
@@ -242,10 +236,7 @@ def enqueue_head_fetch(
         "job_timeout": JOB_TIMEOUT,
         "result_ttl": RESULT_TTL,
     }
-    if at is None:
-        queue.enqueue(FETCH_FUNCTION, *arguments, **options)
-    else:
-        queue.enqueue_at(datetime.fromtimestamp(at, UTC), FETCH_FUNCTION, *arguments, **options)
+    _enqueue(queue, FETCH_FUNCTION, arguments, options, at)
     return True
 
 
@@ -302,3 +293,13 @@ def queue_counts(queue: Queue) -> dict[str, int]:
         "scheduled_retries": ScheduledJobRegistry(queue=queue, connection=connection).count,  # type: ignore[no-untyped-call]
         "failed_jobs": FailedJobRegistry(queue=queue, connection=connection).count,
     }
+
+
+def _enqueue(
+    queue: Queue, function: str, arguments: tuple[Any, ...], options: dict[str, Any], at: float | None
+) -> None:
+    """Run `function(*arguments)` now, or from `at` (epoch seconds) on through RQ's scheduler."""
+    if at is None:
+        queue.enqueue(function, *arguments, **options)
+    else:
+        queue.enqueue_at(datetime.fromtimestamp(at, UTC), function, *arguments, **options)

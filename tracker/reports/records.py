@@ -20,7 +20,7 @@ from tracker.core.derive import derive
 from tracker.core.payloads import IncompleteBody, MalformedBody
 from tracker.core.repository import repository_key
 from tracker.core.window import Month, WindowError, iso_utc, local_midnight, month_window
-from tracker.reports.loading import MonthRequest, UnknownRepository, report_for
+from tracker.reports.loading import MonthRequest, UnknownRepository, report_for, snapshot_for
 from tracker.reports.render import render
 from tracker.store.ledger import Ledger, now_ms
 from tracker.store.month_state import MonthState
@@ -85,7 +85,7 @@ def final_request(
 
 
 def readiness(state: MonthState, ledger: Ledger, config: TrackerConfig, request: MonthRequest) -> Readiness:
-    snapshot = report_for(state, config, request).snapshot
+    snapshot = snapshot_for(state, config, request)  # the numbers only: no groups, no themes
     return Readiness(ledger.pending_for(request.repo), snapshot.pending_classification)
 
 

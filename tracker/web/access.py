@@ -212,7 +212,7 @@ def authorize(
     the `?token=` parameter. Raises AccessDenied with the answer to give."""
     if config.is_public(repo):
         return Grant(private=False)  # a token, even a bad one, changes nothing for a public repository
-    bearer = _bearer(authorization)
+    bearer = bearer_token(authorization)
     if bearer is not None and is_admin(settings, bearer):
         return Grant(private=True)
     if token:
@@ -246,11 +246,12 @@ def is_admin(settings: Settings, bearer: str) -> bool:
 def admin_request(settings: Settings, authorization: str | None) -> bool:
     """Whether the Authorization header carries the admin token (the index and the repository list
     show private repositories to the admin only)."""
-    bearer = _bearer(authorization)
+    bearer = bearer_token(authorization)
     return bearer is not None and is_admin(settings, bearer)
 
 
-def _bearer(authorization: str | None) -> str | None:
+def bearer_token(authorization: str | None) -> str | None:
+    """The credentials of an `Authorization: Bearer …` header, else None."""
     scheme, _, credentials = (authorization or "").strip().partition(" ")
     return credentials.strip() if scheme.lower() == "bearer" else None
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import logging
 from typing import Any
 
@@ -130,11 +129,9 @@ def status() -> Any:
 @blueprint.post("/api/v1/deliveries/retry-failed")
 def retry_failed() -> Any:
     app = services()
-    token = app.settings.admin_token
-    if token is None:
+    if app.settings.admin_token is None:
         return {"error": "admin endpoints are off: set TRACKER_ADMIN_TOKEN to use them"}, 403
-    given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-    if not hmac.compare_digest(given.encode(), token.get_secret_value().encode()):
+    if not admin_request(app.settings, request.headers.get("Authorization")):
         return {"error": "send Authorization: Bearer <TRACKER_ADMIN_TOKEN>"}, 401
     # Redis first, and the ledger only after the jobs are queued: while Redis is down nothing
     # changes (the deliveries stay failed, for another try), and a Redis that fails half-way

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import time
 from typing import Any
 
@@ -12,6 +11,7 @@ from tracker.core.window import Month, WindowError
 from tracker.queue import enqueue_finalize, redis_failure
 from tracker.reports.loading import UnknownRepository
 from tracker.reports.records import MonthNotEnded, final_request, late_deliveries, stored_name
+from tracker.web.access import bearer_token, is_admin
 from tracker.web.context import services
 
 blueprint = Blueprint("records", __name__)
@@ -20,14 +20,13 @@ blueprint = Blueprint("records", __name__)
 def _admin_refusal() -> tuple[dict[str, str], int] | None:
     """None for a request with the admin token; else the answer: 503 when no token is configured,
     401 without one, 403 with a wrong one (compared in constant time)."""
-    token = services().settings.admin_token
-    if token is None:
+    settings = services().settings
+    if settings.admin_token is None:
         return {"error": "admin endpoints are off: set TRACKER_ADMIN_TOKEN to use them"}, 503
-    header = request.headers.get("Authorization", "")
-    if not header.startswith("Bearer ") or not header.removeprefix("Bearer ").strip():
+    given = bearer_token(request.headers.get("Authorization"))
+    if not given:
         return {"error": "send Authorization: Bearer <TRACKER_ADMIN_TOKEN>"}, 401
-    given = header.removeprefix("Bearer ").strip()
-    if not hmac.compare_digest(given.encode(), token.get_secret_value().encode()):
+    if not is_admin(settings, given):
         return {"error": "the admin token is wrong"}, 403
     return None
 
