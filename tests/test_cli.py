@@ -311,6 +311,7 @@ def test_version() -> None:
 
 def test_finalize_on_the_cli_records_the_month_and_render_serves_it(data_dir: Path) -> None:
     from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
 
     from tests.tracking import Tracker
     from tracker.config import TrackerConfig
@@ -332,7 +333,8 @@ def test_finalize_on_the_cli_records_the_month_and_render_serves_it(data_dir: Pa
     assert b"2026-07 of octo-org/octo-repo recorded: revision 1" in done.stdout
     again = subprocess.run([*base, "--month", "2026-07"], env=env, capture_output=True, timeout=60)
     assert b"recorded already (revision 1); --force adds one" in again.stdout
-    current = datetime.now(UTC).strftime("%Y-%m")
+    # The month running now in the repository's time zone (the default, Asia/Shanghai), not in UTC.
+    current = datetime.now(ZoneInfo("Asia/Shanghai")).strftime("%Y-%m")
     refused = subprocess.run([*base, "--month", current], env=env, capture_output=True, timeout=60)
     assert refused.returncode == 1
     assert b"has not ended yet" in refused.stderr or b"has not started" in refused.stderr

@@ -46,7 +46,9 @@ def with_settings(command: Callable[Concatenate[Settings, P], R]) -> Callable[P,
     return wrapper
 
 
-def with_services(*, redis: bool = True) -> Callable[[Callable[Concatenate[Services, P], R]], Callable[P, R]]:
+def with_services(
+    *, redis: bool = True, outdated_ok: bool = False
+) -> Callable[[Callable[Concatenate[Services, P], R]], Callable[P, R]]:
     """Build the one services object from the settings (with a Redis connection when the command
     needs the queue), hand it to the command, close it afterwards."""
 
@@ -56,7 +58,7 @@ def with_services(*, redis: bool = True) -> Callable[[Callable[Concatenate[Servi
             from tracker.services import Services
 
             try:
-                services = Services.from_settings(load_settings(), redis=redis)
+                services = Services.from_settings(load_settings(), redis=redis, outdated_ok=outdated_ok)
             except SettingsError as exc:
                 raise click.ClickException(str(exc)) from exc
             try:
@@ -182,7 +184,7 @@ def redis(settings: Settings) -> None:
 
 
 @main.command()
-@with_services(redis=False)
+@with_services(redis=False, outdated_ok=True)
 def rebuild(services: Services) -> None:
     """Drop every derived table and re-derive it from the raw ledger (stop the workers first)."""
     from tracker.store.rebuild import rebuild as run_rebuild
@@ -191,6 +193,74 @@ def rebuild(services: Services) -> None:
     with click.progressbar(length=counts.received, label="rebuilding", file=sys.stderr) as bar:
         processed, failed, heads = run_rebuild(services.ledger, services.state, services.config, progress=bar.update)
     click.echo(f"rebuilt from {processed} deliveries; {failed} failed; {heads} heads reclassified")
+
+
+@main.command()
+@click.option("--repo", required=True, help="owner/name")
+@click.option("--month", default=None, help="A whole month, YYYY-MM (up to now if it is running).")
+@click.option("--since", default=None, help="From this day (YYYY-MM-DD, repository time zone) to now.")
+@click.option(
+    "--files",
+    type=click.Choice(["daily", "end"]),
+    default="daily",
+    show_default=True,
+    help="Fetch the files of each PR's head at every day's end (every cutoff complete at once), or only at "
+    "the range's end (about one request per PR fewer; the service fetches the others in the background).",
+)
+@with_services(redis=False)
+def backfill(services: Services, repo: str, month: str | None, since: str | None, files: str) -> None:
+    """Read a repository's history from GitHub's REST API: every PR with activity in the range, its
+    timeline and the files its reports need. Interrupted, it resumes where it stopped; rate limits
+    are waited out. Needs GITHUB_TOKEN or a GitHub App (a public repository works without, slowly)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from tracker.core.history import BACKFILL, history_range
+    from tracker.core.repository import check_full_name
+    from tracker.core.window import WindowError, iso_utc
+    from tracker.github.client import GitHubError
+    from tracker.github.history import read_history, wait_for
+    from workers.history import target
+
+    try:
+        full_name = check_full_name(repo)
+    except ValueError as exc:
+        raise click.ClickException(f"--repo {exc}") from exc
+    try:
+        start, end = history_range(month, since, services.config.timezone_for(full_name), int(time.time()))
+    except WindowError as exc:
+        raise click.ClickException(str(exc)) from exc
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, transient=False) as bar:
+        task = bar.add_task(f"backfilling {full_name}", total=None)
+
+        class Shown:
+            def total(self, count: int) -> None:
+                bar.update(task, total=count)
+
+            def advance(self, number: int, outcome: str) -> None:
+                bar.advance(task)
+
+            def waiting(self, until: float, kind: str) -> None:
+                bar.console.print(f"GitHub's {kind} rate limit: waiting until {iso_utc(int(until))}")
+
+        try:
+            with services.github(full_name) as client:
+                run = read_history(
+                    client,
+                    services.history,
+                    services.heads,
+                    target(services, full_name, start, end, files),
+                    BACKFILL,
+                    progress=Shown(),
+                    wait=wait_for,
+                )
+        except GitHubError as exc:
+            raise click.ClickException(f"{exc} (run the same command again to resume)") from exc
+    click.echo(
+        f"backfilled {full_name} from {iso_utc(start)} to {iso_utc(end)}: {run.done} PRs, "
+        f"{run.requests} GitHub requests ({run.not_modified} answered 304 Not Modified)"
+        + (f"; {run.detail}" if run.detail else "")
+    )
 
 
 @main.command("retry-failed")

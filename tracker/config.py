@@ -10,6 +10,7 @@ repositories:
       ci_paths: [".github/", "ci/", "tools/ci/", "tests/test_utils/python_scripts/"]
       test_paths: ["tests/", "test/", "*/golden_values*.json"]
       format_pattern: '\b(auto-format|formatting|format)\b'
+    hook_id: 123456789   # reconciliation redelivers the hook's failed deliveries
   example/internal:
     public: false   # its reports need the admin token or a signed link (`tracker link`)
 ```
@@ -93,6 +94,9 @@ class RepositoryConfig(BaseModel):
     classification: ClassificationConfig | None = None
     themes: tuple[ThemeConfig, ...] | None = None
     publish: PublishConfig | None = None
+    # The repository webhook's id (Settings → Webhooks → the hook's URL ends with it): with a token
+    # that may administer the hook, reconciliation asks GitHub to redeliver what failed to arrive.
+    hook_id: int | None = None
 
     @field_validator("timezone")
     @classmethod
@@ -134,6 +138,9 @@ class TrackerConfig(BaseModel):
         """The repository's taxonomy, else the default one, else none (themes come from the code layout)."""
         own = self.for_repo(full_name).themes
         return own if own is not None else (self.defaults.themes or ())
+
+    def hook_id_for(self, full_name: str) -> int | None:
+        return self.for_repo(full_name).hook_id
 
     def publishing_for(self, full_name: str) -> PublishConfig:
         """Where the repository's months are published: its own `publish`, else `defaults`, else nowhere."""

@@ -28,10 +28,13 @@ RECORDS_QUEUE_NAME = "records"
 FINALIZE_FUNCTION = "workers.jobs.finalize_month"
 DUE_WORK_FUNCTION = "workers.jobs.due_work"
 PUBLISH_FUNCTION = "workers.jobs.publish_month"
+HISTORY_FUNCTION = "workers.history.read_history_job"
 # Retries back off; after the last one the delivery is marked failed in the ledger and waits for
 # `tracker retry-failed`. The sweep re-enqueues anything still pending whatever happened to Redis.
 RETRY = Retry(max=4, interval=[5, 30, 120, 600])
 JOB_TIMEOUT = 300
+# A backfill of a busy month reads a timeline per PR: allow it hours (it checkpoints each PR anyway).
+HISTORY_JOB_TIMEOUT = 6 * 3600
 RESULT_TTL = 600
 FETCH_MARKER_GRACE = 900
 
@@ -238,6 +241,38 @@ def enqueue_head_fetch(
     }
     _enqueue(queue, FETCH_FUNCTION, arguments, options, at)
     return True
+
+
+def history_job_id(kind: str, full_name: str, start: int) -> str:
+    """Named by where the range starts, like the run (tracker.store.history.run_id): a range that
+    ends now is the same job however late it is asked for again."""
+    return job_id(kind, f"{full_name.lower()}@{start}")
+
+
+def enqueue_history(
+    queue: Queue,
+    kind: str,
+    full_name: str,
+    start: int,
+    end: int,
+    *,
+    at: float | None = None,
+    attempt: int = 0,
+    files: str = "daily",
+) -> str | None:
+    """Ask for a backfill or reconciliation of [start, end) of a repository, now or `at` a moment (a
+    rate limit); None when the same run is already waiting. Returns the job id."""
+    identifier = history_job_id(kind, full_name, start)
+    if attempt == 0 and waiting_jobs(queue, [identifier]):
+        return None
+    options = {
+        "job_id": identifier if attempt == 0 else f"{identifier}-{attempt}",
+        "job_timeout": HISTORY_JOB_TIMEOUT,
+        "result_ttl": RESULT_TTL,
+        "description": f"{kind} {full_name} from {start} to {end}",
+    }
+    _enqueue(queue, HISTORY_FUNCTION, (kind, full_name, start, end, attempt, files), options, at)
+    return str(options["job_id"])
 
 
 def enqueue_deliveries(queue: Queue, delivery_ids: Iterable[str]) -> int:

@@ -8,21 +8,25 @@ installs it for its job functions (`workers.runtime`), and each CLI command gets
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 
 from redis import Redis
 from rq import Queue
 
 from tracker.config import TrackerConfig, load_config
 from tracker.embedded_redis import redis_url
+from tracker.github.app import GitHubApp
 from tracker.github.client import GitHubClient
 from tracker.github.quota import Quota
 from tracker.queue import WEB_REDIS, RedisTimeouts, connect_redis, delivery_queue, github_queue, records_queue
 from tracker.settings import Settings, SettingsError
-from tracker.store.database import connect
+from tracker.store.database import connect, derived_schema_outdated
 from tracker.store.heads import HeadStore
+from tracker.store.history import HistoryStore
 from tracker.store.http_cache import SqlResponseCache
+from tracker.store.installations import InstallationStore
 from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState
 from tracker.store.records import RecordStore
@@ -41,15 +45,31 @@ class Services:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, redis: bool = True, redis_timeouts: RedisTimeouts = WEB_REDIS
+        cls,
+        settings: Settings,
+        *,
+        redis: bool = True,
+        redis_timeouts: RedisTimeouts = WEB_REDIS,
+        outdated_ok: bool = False,
     ) -> Services:
         """Open the ledger (creating its schema if missing) and, when `redis`, connect to Redis
         (REDIS_URL, or the embedded server that `tracker run` or `tracker redis` started) with
         `redis_timeouts` (workers pass the long ones their blocking dequeue needs).
         Raises SettingsError with what to do."""
         config = load_config(settings)
-        connection = connect_redis(redis_url(settings), redis_timeouts) if redis else None
+        address = redis_url(settings) if redis else None  # no Redis anywhere: said before anything is opened
         engine = connect(settings.resolved_database_url)
+        if not outdated_ok and derived_schema_outdated(engine):
+            engine.dispose()
+            raise SettingsError(
+                "the ledger's derived tables come from an older release: stop the workers and run "
+                "`tracker rebuild` (`tracker run` does it by itself)"
+            )
+        try:
+            connection = connect_redis(address, redis_timeouts) if address is not None else None
+        except BaseException:
+            engine.dispose()
+            raise
         return cls(settings, config, Ledger(engine), MonthState(engine), connection)
 
     @property
@@ -73,19 +93,46 @@ class Services:
         return records_queue(self.require_redis())
 
     @property
+    def history(self) -> HistoryStore:
+        return HistoryStore(self.state.engine)
+
+    @property
     def records(self) -> RecordStore:
         return RecordStore(self.ledger.engine)
 
     def quota(self) -> Quota | None:
         return Quota(self.redis) if self.redis is not None else None
 
-    def github(self) -> GitHubClient:
-        """A client for one job (close it after use); its quota is shared through Redis."""
+    @cached_property
+    def github_app(self) -> GitHubApp | None:
+        """The GitHub App (TRACKER_GITHUB_APP_ID and its key), when one is configured; its tokens are
+        shared through Redis."""
+        credentials = self.settings.github_app_credentials
+        if credentials is None:
+            return None
+        app_id, private_key = credentials
+        return GitHubApp(
+            app_id, private_key, self.settings.github_api_url, redis=self.redis, timeout=self.github_timeout
+        )
+
+    def github(self, full_name: str | None = None) -> GitHubClient:
+        """A client for one job (close it after use); its quota is shared through Redis.
+
+        With a GitHub App configured and `full_name` given, it authenticates as the App's installation
+        on that repository (the token is fetched by the first request and renewed before it expires);
+        for a repository the App is not installed on, or without an App, with GITHUB_TOKEN."""
         quota = self.quota()
-        token = self.settings.github_token
+        secret = self.settings.github_token
+        token = secret.get_secret_value() if secret is not None else None
+        auth: Callable[[], str | None] | None = None
+        app = self.github_app
+        if app is not None and full_name is not None:
+            known = InstallationStore(self.state.engine).installation_for(full_name)
+            auth = partial(app.token_for, full_name, known, fallback=token)
         return GitHubClient(
             self.settings.github_api_url,
-            token.get_secret_value() if token is not None else None,
+            token if auth is None else None,
+            auth=auth,
             cache=SqlResponseCache(self.state.engine),
             on_response=quota.record if quota is not None else None,
             timeout=self.github_timeout,
@@ -95,6 +142,9 @@ class Services:
         if self._closed:
             return
         self._closed = True
+        app = self.__dict__.get("github_app")  # only when it was built
+        if app is not None:
+            app.close()
         self.ledger.engine.dispose()
         if self.redis is not None:
             self.redis.close()

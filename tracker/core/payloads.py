@@ -158,11 +158,19 @@ class Repository(BaseModel):
         return check_full_name(value)
 
 
+class Installation(BaseModel):
+    """The GitHub App installation that sent a delivery (only in a GitHub App's webhooks)."""
+
+    model_config = _LENIENT
+    id: StrictInt = Field(gt=0)
+
+
 class PullRequestEvent(BaseModel):
     """A `pull_request` delivery as the worker sees it."""
 
     model_config = _LENIENT
     action: str = Field(min_length=1)
+    installation: Installation | None = None
     number: int | None = None
     pull_request: PullRequest
     repository: Repository

@@ -9,6 +9,7 @@ from typing import Any
 
 from tracker.core.attributes import AttributeVersion
 from tracker.core.classify import EXCLUDED, Category, HeadVerdict, Rules, classify_pull_request
+from tracker.core.coverage import Coverage
 from tracker.core.stats import MonthStats, PullRequestStatus, assess
 from tracker.core.timeline import Fact, FactKind
 from tracker.core.window import Window, iso_utc
@@ -37,6 +38,7 @@ class MonthSnapshot:
     excluded: dict[str, int]
     pending_classification: int
     pull_requests: tuple[PullRequestSnapshot, ...]
+    coverage: Coverage = Coverage()
 
     def as_dict(self) -> dict[str, Any]:
         window = self.window
@@ -50,6 +52,7 @@ class MonthSnapshot:
             "stats": self.stats.as_dict(),
             "excluded": self.excluded,
             "pending_classification": self.pending_classification,
+            "coverage": self.coverage.as_dict(),
             "pull_requests": [self._pull_request(pr) for pr in self.pull_requests],
         }
 
@@ -95,6 +98,7 @@ def build_snapshot(
     verdicts: Mapping[tuple[int, str], HeadVerdict] | None = None,
     rules: Rules | None = None,
     unavailable: frozenset[tuple[int, str]] = frozenset(),
+    coverage: Coverage | None = None,
 ) -> MonthSnapshot:
     """`timelines` holds every known fact of each candidate PR (before and after the window);
     PRs without activity inside the window are left out. Each PR is classified by the verdict of
@@ -137,4 +141,5 @@ def build_snapshot(
         excluded={category.value: categories[category] for category in EXCLUDED},
         pending_classification=categories[Category.PENDING],
         pull_requests=tuple(pull_requests),
+        coverage=coverage if coverage is not None else Coverage(),
     )

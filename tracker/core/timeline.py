@@ -7,7 +7,7 @@ and a fact seen twice is one fact.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from tracker.core.payloads import PullRequestEvent
@@ -39,10 +39,25 @@ class PRState(StrEnum):
     MERGED = "merged"
 
 
+# How sure a fact's instant is, best first: a webhook delivery stamped it as it happened; GitHub
+# recorded the event's time (a timeline event); only a commit's own date is known (a commit can be
+# made long before it is pushed). Of several reports of one fact, a report uses the best.
+WEBHOOK_TIME, EVENT_TIME, COMMIT_DATE = 0, 1, 2
+
+
 @dataclass(frozen=True)
 class Fact:
     kind: FactKind
     at: int  # UTC epoch seconds, as GitHub stamped it
+    # What makes two reports of one fact the same fact (see month_state): the head sha of commit
+    # activity when known, else the instant. Neither it nor `rank` takes part in comparisons: folding
+    # a timeline needs only the kind and the instant.
+    ident: str = field(default="", compare=False)
+    rank: int = field(default=WEBHOOK_TIME, compare=False)
+
+    @property
+    def identity(self) -> str:
+        return self.ident or str(self.at)
 
     @property
     def sort_key(self) -> tuple[int, int]:
@@ -63,7 +78,8 @@ def facts_of(event: PullRequestEvent) -> list[Fact]:
     elif pr.state == "closed" and pr.closed_at is not None:
         facts.append(Fact(FactKind.CLOSED, epoch(pr.closed_at)))
     if event.action == "synchronize":
-        facts.append(Fact(FactKind.COMMIT, epoch(pr.updated_at)))
+        # A push is identified by the head it made, which a backfill also sees (as a commit).
+        facts.append(Fact(FactKind.COMMIT, epoch(pr.updated_at), ident=(pr.head.sha or "").lower()))
     elif event.action == "reopened":
         facts.append(Fact(FactKind.REOPENED, epoch(pr.updated_at)))
     return facts

@@ -88,6 +88,7 @@ class GitHubClient:
         base_url: str,
         token: str | None = None,
         *,
+        auth: Callable[[], str | None] | None = None,
         cache: ResponseCache | None = None,
         on_response: Callable[[RateLimitState, bool], None] | None = None,
         timeout: float = 10.0,
@@ -102,6 +103,9 @@ class GitHubClient:
         }
         if token:
             headers["Authorization"] = f"Bearer {token}"
+        # `auth`, when given, is asked for the bearer token before every request (a GitHub App's
+        # installation tokens expire within the hour; tracker.github.app caches and renews them).
+        self._auth = auth
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(headers=headers, timeout=timeout, follow_redirects=True)
         self._cache = cache
@@ -113,6 +117,7 @@ class GitHubClient:
             reraise=True,
         )
         self.requests = 0  # answered requests, 304s included
+        self.not_modified = 0  # of which 304s (answered from the response cache)
         self._write_interval = write_interval
         self._last_write: float | None = None  # time.monotonic() when the last write was sent
 
@@ -210,6 +215,7 @@ class GitHubClient:
             request.headers["If-None-Match"] = cached[0]
         response = self._retrying(self._send, request)
         if response.status_code == 304 and cached is not None:
+            self.not_modified += 1
             return Page(json.loads(cached[2]), cached[1], from_cache=True)
         data = response.json() if response.content else None
         next_url = response.links.get("next", {}).get("url")
@@ -240,6 +246,12 @@ class GitHubClient:
         return Page(data, None, from_cache=False)
 
     def _send(self, request: httpx.Request) -> httpx.Response:
+        if self._auth is not None:
+            bearer = self._auth()
+            if bearer:
+                request.headers["Authorization"] = f"Bearer {bearer}"
+            else:
+                request.headers.pop("Authorization", None)
         try:
             response = self._http.send(request)
         except httpx.TransportError as exc:  # timeouts, refused and reset connections

@@ -11,6 +11,8 @@ from tracker.config import TrackerConfig
 from tracker.core.report import Report, build_report
 from tracker.core.snapshot import MonthSnapshot, build_snapshot
 from tracker.core.window import Window, resolve_window, today_in
+from tracker.reports.coverage import window_coverage_of
+from tracker.store.history import HistoryStore
 from tracker.store.month_state import MonthInputs, MonthState
 
 
@@ -44,16 +46,16 @@ def resolve(
 def report_for(state: MonthState, config: TrackerConfig, request: MonthRequest) -> Report:
     """The report model of the month at the cutoff: one read, then pure computation."""
     inputs = state.month_inputs(request.repo, str(request.window.month), request.window.end)
-    snapshot = _snapshot(config, request, inputs)
+    snapshot = _snapshot(state, config, request, inputs)
     return build_report(snapshot, inputs.paths, config.themes_for(request.repo))
 
 
 def snapshot_for(state: MonthState, config: TrackerConfig, request: MonthRequest) -> MonthSnapshot:
     window = request.window
-    return _snapshot(config, request, state.month_inputs(request.repo, str(window.month), window.end))
+    return _snapshot(state, config, request, state.month_inputs(request.repo, str(window.month), window.end))
 
 
-def _snapshot(config: TrackerConfig, request: MonthRequest, inputs: MonthInputs) -> MonthSnapshot:
+def _snapshot(state: MonthState, config: TrackerConfig, request: MonthRequest, inputs: MonthInputs) -> MonthSnapshot:
     return build_snapshot(
         request.repo,
         request.window,
@@ -62,6 +64,7 @@ def _snapshot(config: TrackerConfig, request: MonthRequest, inputs: MonthInputs)
         inputs.verdicts,
         config.rules_for(request.repo),
         inputs.unavailable,
+        window_coverage_of(HistoryStore(state.engine), request.repo, request.window),
     )
 
 

@@ -185,6 +185,29 @@ def title(report: Report, lang: str) -> str:
     return f"{name} Monthly Activity Report — {month_name(report)} ({mark} {english_day(window.cutoff)})"
 
 
+def coverage_notice(report: Report, lang: str) -> tuple[str, str] | None:
+    """When part of the window has no complete history: (what is missing, the command that fills
+    it), in `lang`. Days are ISO dates; the command names the repository, whose name GitHub's rules
+    keep to letters, digits, `-`, `_` and `.`."""
+    coverage = report.snapshot.coverage
+    if coverage.complete:
+        return None
+    joiner = "、" if lang == "zh-CN" else ", "
+    spans = joiner.join(
+        first.isoformat() if first == last else (f"{first} 至 {last}" if lang == "zh-CN" else f"{first} to {last}")
+        for first, last in coverage.missing
+    )
+    command = f"tracker backfill --repo {report.snapshot.repo} --month {report.snapshot.window.month}"
+    if lang == "zh-CN":
+        notice = f"历史记录不完整：{spans} 的活动未被完整接收（当时 webhook 尚未注册，或投递丢失），本报告可能有遗漏。"
+        return (notice, command)
+    return (
+        f"Incomplete history: activity on {spans} was not fully received (the webhook was not registered yet, "
+        "or deliveries were lost), so this report may miss some of it.",
+        command,
+    )
+
+
 def _names(themes: Sequence[Theme], lang: str, limit: int = 3) -> str:
     names = [theme.zh if lang == "zh-CN" else theme.en for theme in themes[:limit]]
     if lang == "zh-CN":
@@ -301,6 +324,7 @@ def render(report: Report, fmt: str, lang: str) -> str:
         "window": report.snapshot.window,
         "lang": lang,
         "title": title(report, lang),
+        "coverage_notice": coverage_notice(report, lang),
         "overview": overview(report, lang),
         "theme_summary": theme_summary,
         "citations": citations_markdown,

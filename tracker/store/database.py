@@ -12,7 +12,9 @@ from sqlalchemy import Connection, Engine, Table, create_engine, event, inspect,
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 
-from tracker.store.schema import metadata
+from tracker.store.schema import DERIVED_SCHEMA, ledger_meta, metadata
+
+_DERIVED_SCHEMA_KEY = "derived_schema"
 
 # Writers on SQLite wait this long for the lock instead of failing at once.
 _SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -95,7 +97,26 @@ def create_schema(engine: Engine) -> None:
         with engine.begin() as conn:
             if not is_sqlite(engine):
                 conn.execute(text("SELECT pg_advisory_xact_lock(727274)"))
+            fresh = not inspect(conn).has_table("pr_facts")
             metadata.create_all(conn, checkfirst=True)
+            if fresh:
+                mark_derived_schema(conn)
+
+
+def mark_derived_schema(conn: Connection) -> None:
+    """The derived tables now have this release's shape (just created, or rebuilt)."""
+    row = {"key": _DERIVED_SCHEMA_KEY, "value": DERIVED_SCHEMA}
+    if not insert_ignoring_duplicates(conn, ledger_meta, [row]):
+        conn.execute(ledger_meta.update().where(ledger_meta.c.key == _DERIVED_SCHEMA_KEY).values(value=DERIVED_SCHEMA))
+
+
+def derived_schema_outdated(engine: Engine) -> bool:
+    """True when the derived tables were made by an older release and must be rebuilt before use."""
+    with engine.connect().execution_options(read_only=True) as conn:
+        value = conn.execute(
+            ledger_meta.select().with_only_columns(ledger_meta.c.value).where(ledger_meta.c.key == _DERIVED_SCHEMA_KEY)
+        ).scalar_one_or_none()
+    return value != DERIVED_SCHEMA
 
 
 def insert_ignoring_duplicates(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> int:

@@ -11,6 +11,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, func, or_, select, tuple_, update
 
@@ -19,7 +20,7 @@ from tracker.core.classify import HeadVerdict
 from tracker.core.derive import Derivation
 from tracker.core.repository import repository_key
 from tracker.core.timeline import Fact, FactKind
-from tracker.store.database import insert_ignoring_duplicates
+from tracker.store.database import insert_ignoring_duplicates, mark_derived_schema
 from tracker.store.heads import UNAVAILABLE, verdict_from_row
 from tracker.store.ledger import PROCESSED, now_ms
 from tracker.store.schema import (
@@ -35,8 +36,11 @@ from tracker.store.schema import (
     pr_versions,
     repositories,
     wanted_heads,
+    webhook_coverage,
 )
 from tracker.store.schema import heads as head_table
+
+WEBHOOK = "webhook"
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class MonthState:
             for table in reversed(DERIVED_TABLES):
                 table.drop(conn, checkfirst=True)
             metadata.create_all(conn, tables=list(DERIVED_TABLES), checkfirst=True)
+            mark_derived_schema(conn)
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -131,10 +136,9 @@ class MonthState:
             )
             if not numbers:
                 return MonthInputs({}, {}, {})
-            # Facts at or after the window end change nothing the snapshot shows.
             fact_rows = conn.execute(
-                select(pr_facts.c.number, pr_facts.c.kind, pr_facts.c.at).where(
-                    pr_facts.c.repo == repo, pr_facts.c.number.in_(numbers), pr_facts.c.at < end
+                select(pr_facts.c.number, pr_facts.c.kind, pr_facts.c.ident, pr_facts.c.at, pr_facts.c.rank).where(
+                    pr_facts.c.repo == repo, pr_facts.c.number.in_(numbers)
                 )
             ).all()
             versions = {}
@@ -177,8 +181,9 @@ class MonthState:
                 else []
             )
         timelines: dict[int, list[Fact]] = defaultdict(list)
-        for number, kind, at in fact_rows:
-            timelines[number].append(Fact(FactKind(kind), at))
+        for fact in best_facts(fact_rows).values():
+            if fact[1] < end:  # facts at or after the window end change nothing the snapshot shows
+                timelines[fact[0]].append(Fact(FactKind(fact[2]), fact[1]))
         verdicts = {(row.number, row.head_sha): verdict_from_row(row) for row in verdict_rows}
         paths: dict[int, list[str]] = defaultdict(list)
         for number, path in path_rows:
@@ -190,6 +195,19 @@ class MonthState:
             unavailable=frozenset((number, sha) for number, sha in gone),
             paths=dict(paths),
         )
+
+
+def best_facts(rows: Sequence[Any]) -> dict[tuple[int, str, str], tuple[int, int, str]]:
+    """One fact per identity (number, kind, ident), at the best instant its sources gave: the lowest
+    rank (a webhook's time before a timeline event's, before a commit's own date), then the earliest.
+    Returns (number, instant, kind) by identity. Chosen before the window end is applied, so a worse
+    instant inside the window never stands in for a better one after it."""
+    chosen: dict[tuple[int, str, str], tuple[int, int]] = {}
+    for number, kind, ident, at, rank in rows:
+        key = (number, kind, ident)
+        if key not in chosen or (rank, at) < chosen[key]:
+            chosen[key] = (rank, at)
+    return {key: (key[0], at, key[1]) for key, (_rank, at) in chosen.items()}
 
 
 def _version_candidates(
@@ -226,15 +244,18 @@ def _version_candidates(
                     labels=tuple(json.loads(row.labels)),
                     draft=bool(row.draft),
                     author=row.author,
+                    observed=bool(row.observed),
                 )
             )
     return found
 
 
-def write_derivations(conn: Connection, items: Sequence[tuple[str, Derivation]]) -> None:
-    """Insert the rows of many derivations at once (the worker passes one, a rebuild many)."""
+def write_derivations(conn: Connection, items: Sequence[tuple[str, Derivation]], source: str = WEBHOOK) -> None:
+    """Insert the rows of many derivations at once (the worker passes one, a rebuild many); `source`
+    says what they came from: webhook deliveries, or a backfill's or reconciliation's observations."""
     names: dict[str, tuple[int, str, str]] = {}
-    fact_rows: dict[tuple[str, int, str, int], dict[str, object]] = {}
+    fact_rows: dict[tuple[str, int, str, str, int], dict[str, object]] = {}
+    since: dict[str, int] = {}
     version_rows = []
     activity_rows: dict[tuple[str, str, int], dict[str, object]] = {}
     wanted_rows: dict[tuple[str, int, str], dict[str, object]] = {}
@@ -244,9 +265,19 @@ def write_derivations(conn: Connection, items: Sequence[tuple[str, Derivation]])
             names.get(d.repo, (d.version.at, delivery_id, d.full_name)), (d.version.at, delivery_id, d.full_name)
         )
         for fact in d.facts:
-            key = (d.repo, d.number, fact.kind.value, fact.at)
-            fact_rows[key] = {"repo": d.repo, "number": d.number, "kind": fact.kind.value, "at": fact.at}
+            key = (d.repo, d.number, fact.kind.value, fact.identity, fact.at)
+            fact_rows[key] = {
+                "repo": d.repo,
+                "number": d.number,
+                "kind": fact.kind.value,
+                "ident": fact.identity,
+                "at": fact.at,
+                "rank": fact.rank,
+                "source": source,
+            }
         v = d.version
+        if source == WEBHOOK:
+            since[d.repo] = min(since.get(d.repo, v.at), v.at)
         version_rows.append(
             {
                 "repo": d.repo,
@@ -261,6 +292,7 @@ def write_derivations(conn: Connection, items: Sequence[tuple[str, Derivation]])
                 "labels": json.dumps(list(v.labels)),
                 "draft": v.draft,
                 "author": v.author,
+                "observed": int(v.observed),
             }
         )
         for month in d.activity_months:
@@ -280,7 +312,18 @@ def write_derivations(conn: Connection, items: Sequence[tuple[str, Derivation]])
     insert_ignoring_duplicates(conn, pr_versions, version_rows)
     insert_ignoring_duplicates(conn, month_activity, list(activity_rows.values()))
     insert_ignoring_duplicates(conn, wanted_heads, list(wanted_rows.values()))
+    _extend_webhook_coverage(conn, since)
     _bump_months(conn, sorted(touched))
+
+
+def _extend_webhook_coverage(conn: Connection, since: dict[str, int]) -> None:
+    for repo, at in since.items():
+        if not insert_ignoring_duplicates(conn, webhook_coverage, [{"repo": repo, "since": at}]):
+            conn.execute(
+                update(webhook_coverage)
+                .where(webhook_coverage.c.repo == repo, webhook_coverage.c.since > at)
+                .values(since=at)
+            )
 
 
 def _name_repositories(conn: Connection, names: dict[str, tuple[int, str, str]]) -> None:

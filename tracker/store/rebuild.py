@@ -7,8 +7,10 @@ from collections.abc import Callable
 from tracker.config import TrackerConfig
 from tracker.core.classify import HeadVerdict, Rules, classify_head
 from tracker.core.derive import Derivation, derive
+from tracker.core.history import derive_history
 from tracker.core.payloads import IncompleteBody, MalformedBody
 from tracker.store.heads import HeadStore, write_verdicts
+from tracker.store.history import HistoryStore
 from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState, mark_processed, write_derivations
 
@@ -24,7 +26,8 @@ def rebuild(
     config: TrackerConfig,
     progress: Callable[[int], None] | None = None,
 ) -> tuple[int, int, int]:
-    """Re-derive everything from the raw deliveries and the stored files, under the current config;
+    """Re-derive everything from the raw deliveries, the observations of backfills and reconciliations,
+    and the stored files, under the current config;
     returns (deliveries processed, deliveries failed, heads classified). No GitHub request is made.
     Stop the workers first: a job that runs while the tables are dropped would fail and be retried."""
     state.drop_and_recreate()
@@ -46,6 +49,15 @@ def rebuild(
         processed += len(items)
         if progress is not None:
             progress(len(batch))
+    for batch_ in HistoryStore(state.engine).iter_observations():
+        for observation_id, source, document in batch_:
+            try:
+                history = derive_history(observation_id, document, config.timezone_for)
+            except (MalformedBody, IncompleteBody):
+                failed += 1
+                continue
+            with state.engine.begin() as conn:
+                write_derivations(conn, [(observation_id, d) for d in history.derivations], source=source)
     classified = 0
     rules: dict[str, Rules] = {}
     verdicts: list[tuple[str, int, HeadVerdict]] = []

@@ -80,13 +80,20 @@ repositories = Table(
     Column("named_by", String(100), nullable=False),
 )
 
+# A fact's identity is (repo, number, kind, ident): `ident` is the head sha of commit activity when it
+# is known (a push is the same push whoever reported it), else the instant itself. Several sources
+# may give one identity different instants; a report uses the best: the lowest `rank` (0 a webhook
+# delivery, 1 a time GitHub recorded for the event, 2 a commit's own date), then the earliest.
 pr_facts = Table(
     "pr_facts",
     metadata,
     Column("repo", String(255), primary_key=True),
     Column("number", Integer, primary_key=True),
     Column("kind", String(16), primary_key=True),
+    Column("ident", String(64), primary_key=True),
     Column("at", BigInteger, primary_key=True),
+    Column("rank", Integer, nullable=False),
+    Column("source", String(16), nullable=False),  # webhook, backfill, reconciliation
 )
 
 pr_versions = Table(
@@ -95,7 +102,10 @@ pr_versions = Table(
     Column("repo", String(255), primary_key=True),
     Column("number", Integer, primary_key=True),
     Column("at", BigInteger, primary_key=True),
-    Column("delivery_id", String(100), primary_key=True),
+    Column("delivery_id", String(100), primary_key=True),  # or the id of an observation
+    # 1 when a webhook delivery carried the PR as it was then; 0 when rebuilt from GitHub's timeline
+    # (its body is today's). At one instant the delivery's version wins.
+    Column("observed", Integer, nullable=False),
     Column("title", Text, nullable=False),
     Column("body", Text, nullable=False),
     Column("base_ref", String(255), nullable=False),
@@ -116,6 +126,14 @@ month_activity = Table(
     Column("number", Integer, primary_key=True),
 )
 
+# Since when webhook deliveries cover a repository: the earliest instant a delivery stamped.
+webhook_coverage = Table(
+    "webhook_coverage",
+    metadata,
+    Column("repo", String(255), primary_key=True),
+    Column("since", BigInteger, nullable=False),
+)
+
 # A counter per month that changes whenever something the month's report reads may have changed.
 months = Table(
     "months",
@@ -133,6 +151,73 @@ ledger_meta = Table(
     metadata,
     Column("key", String(64), primary_key=True),
     Column("value", String(255), nullable=False),
+)
+
+# --- history read from GitHub's REST API (backfill, reconciliation): a source of truth, like deliveries -----
+
+# What GitHub said of one PR at one moment: the PR object and its issue timeline, as JSON. The id
+# holds a digest of the document, so reading an unchanged PR again adds nothing.
+observations = Table(
+    "observations",
+    metadata,
+    Column("id", String(120), primary_key=True),
+    Column("repo", String(255), nullable=False),  # repository key (lower case)
+    Column("number", Integer, nullable=False),
+    Column("source", String(16), nullable=False),  # backfill or reconciliation
+    Column("fetched_at", BigInteger, nullable=False),  # epoch milliseconds
+    Column("document", LargeBinary, nullable=False),
+)
+Index("ix_observations_repo_number", observations.c.repo, observations.c.number)
+
+# One backfill or reconciliation run: its range, where it is, and what it cost. A run interrupted
+# resumes under the same id and skips the PRs listed in `history_done`.
+history_runs = Table(
+    "history_runs",
+    metadata,
+    Column("id", String(320), primary_key=True),
+    Column("repo", String(255), nullable=False),
+    Column("full_name", String(255), nullable=False),
+    Column("kind", String(16), nullable=False),  # backfill or reconciliation
+    Column("range_start", BigInteger, nullable=False),  # epoch seconds
+    Column("range_end", BigInteger, nullable=False),
+    Column("state", String(16), nullable=False),  # queued, running, waiting, done, failed
+    Column("started_at", BigInteger, nullable=False),  # epoch milliseconds
+    Column("updated_at", BigInteger, nullable=False),
+    Column("finished_at", BigInteger),
+    Column("total", Integer, nullable=False),
+    Column("done", Integer, nullable=False),
+    Column("requests", Integer, nullable=False),
+    Column("not_modified", Integer, nullable=False),
+    Column("detail", Text),
+)
+
+history_done = Table(
+    "history_done",
+    metadata,
+    Column("run_id", String(320), primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("outcome", String(16), nullable=False),  # recorded, unchanged, gone
+)
+
+# Intervals whose history is complete because a backfill or a reconciliation read all of it.
+coverage = Table(
+    "coverage",
+    metadata,
+    Column("repo", String(255), primary_key=True),
+    Column("source", String(16), primary_key=True),
+    Column("start_at", BigInteger, primary_key=True),  # epoch seconds
+    Column("end_at", BigInteger, nullable=False),
+)
+
+# The GitHub App installation a repository's deliveries named (the `installation` field of an app's
+# webhooks), so a GitHub App token can be made for it.
+installations = Table(
+    "installations",
+    metadata,
+    Column("repo", String(255), primary_key=True),  # repository key (lower case)
+    Column("full_name", String(255), nullable=False),
+    Column("installation_id", BigInteger, nullable=False),
+    Column("seen_at", BigInteger, nullable=False),  # epoch milliseconds
 )
 
 # --- fetched from GitHub: kept by rebuilds (re-fetching would cost quota) --------------------
@@ -250,4 +335,16 @@ head_verdicts = Table(
     Column("evidence", Text, nullable=False),  # JSON
 )
 
-DERIVED_TABLES = (repositories, pr_facts, pr_versions, month_activity, months, wanted_heads, head_verdicts)
+DERIVED_TABLES = (
+    repositories,
+    pr_facts,
+    pr_versions,
+    month_activity,
+    months,
+    webhook_coverage,
+    wanted_heads,
+    head_verdicts,
+)
+# Changes whenever a derived table changes shape: a ledger whose derived tables are older is rebuilt
+# from its sources (`tracker rebuild`, which `tracker run` does by itself) before it is used.
+DERIVED_SCHEMA = "2"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from flask import Blueprint, Response, render_template, request
@@ -13,6 +14,7 @@ from tracker.core.window import WindowError
 from tracker.github.quota import Quota
 from tracker.queue import enqueue_deliveries, queue_counts, redis_failure, waiting_on_github
 from tracker.reports.cache import rendered
+from tracker.reports.coverage import coverage_summary
 from tracker.reports.loading import UnknownRepository, resolve
 from tracker.reports.records import served_record
 from tracker.reports.render import FORMATS, UnknownLanguage, language
@@ -122,6 +124,15 @@ def status() -> Any:
     if body["deliveries"][FAILED]:
         body["failed_deliveries"] = app.ledger.failures()
     shown = {name.lower() for name in names}
+    body["history"] = {
+        # A backfill queued before the repository's first delivery is shown too (unless private).
+        "runs": [
+            run.as_dict()
+            for run in app.history.runs()
+            if run.full_name.lower() in shown or (app.config.is_public(run.full_name) and run.full_name not in names)
+        ],
+        "coverage": {name: coverage_summary(app.history, name, int(time.time()))["complete"] for name in names},
+    }
     body["publications"] = [p for p in app.records.publications(10) if p["repo"] in shown]  # newest first
     return body, 200, headers
 

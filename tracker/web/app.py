@@ -10,7 +10,7 @@ from werkzeug.exceptions import HTTPException
 
 from tracker.services import Services
 from tracker.settings import Settings, load_settings
-from tracker.web import api, records, webhook
+from tracker.web import api, history, records, webhook
 from tracker.web.context import MAX_BODY_BYTES, install
 
 
@@ -27,6 +27,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.register_blueprint(webhook.blueprint)
     app.register_blueprint(api.blueprint)
     app.register_blueprint(records.blueprint)
+    app.register_blueprint(history.blueprint)
     _json_errors(app)
     app.after_request(_security_headers)
     logging.getLogger("tracker").setLevel(logging.INFO)
