@@ -19,6 +19,7 @@ import pytest
 
 from tests.conftest import SECRET, WEBHOOKS, show_head_to_github
 from tests.factory import PullRequestStory
+from tests.paths import needs_shared
 from tracker.web.signature import sign
 
 TRACKER = [sys.executable, "-m", "tracker"]
@@ -98,6 +99,7 @@ def service(data_dir: Path, github: Any) -> Iterator[tuple[str, dict[str, str]]]
         assert not (data_dir / "redis" / "redis.sock").exists(), "the embedded Redis was not stopped"
 
 
+@needs_shared
 def test_run_on_embedded_defaults_replay_and_query(service: tuple[str, dict[str, str]], data_dir: Path) -> None:
     base, env = service
     show_to_github(None, *WEBHOOKS.glob("*.json"))
@@ -126,6 +128,7 @@ def test_run_on_embedded_defaults_replay_and_query(service: tuple[str, dict[str,
     assert json.loads(api)["stats"]["opened"] == 1
 
 
+@needs_shared
 def test_oversized_chunked_body_is_refused_by_the_real_server(service: tuple[str, dict[str, str]]) -> None:
     base, _ = service
 
@@ -139,6 +142,7 @@ def test_oversized_chunked_body_is_refused_by_the_real_server(service: tuple[str
     assert httpx.get(f"{base}/api/v1/status").json()["deliveries"]["received"] == 0
 
 
+@needs_shared
 def test_a_chunked_body_of_exactly_25_mb_is_accepted_by_the_real_server(service: tuple[str, dict[str, str]]) -> None:
     from tracker.web.context import MAX_BODY_BYTES
 
@@ -161,6 +165,7 @@ def test_a_chunked_body_of_exactly_25_mb_is_accepted_by_the_real_server(service:
     assert httpx.get(f"{base}/api/v1/status").json()["deliveries"]["received"] == 1
 
 
+@needs_shared
 def test_restart_keeps_everything(data_dir: Path, github: Any) -> None:
     env = clean_env(TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(data_dir), GITHUB_API_URL=github.url)
     story = PullRequestStory(5, __import__("datetime").datetime(2026, 9, 2, tzinfo=__import__("datetime").UTC))
@@ -189,6 +194,7 @@ def test_restart_keeps_everything(data_dir: Path, github: Any) -> None:
             assert process.wait(30) == 0
 
 
+@needs_shared
 def test_replay_jsonl_and_rebuild_from_the_cli(data_dir: Path, redis_url: str, github: Any) -> None:
     env = clean_env(
         TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(data_dir), REDIS_URL=redis_url, GITHUB_API_URL=github.url
@@ -225,6 +231,7 @@ def test_replay_jsonl_and_rebuild_from_the_cli(data_dir: Path, redis_url: str, g
     assert subprocess.run(snapshot_command, env=env, capture_output=True, check=True).stdout == before
 
 
+@needs_shared
 def test_replay_signs_with_the_secret(data_dir: Path, redis_url: str) -> None:
     """A replay with the wrong secret is refused by the server and reported."""
     port = free_port()
@@ -247,6 +254,7 @@ def test_replay_signs_with_the_secret(data_dir: Path, redis_url: str) -> None:
         web.wait(30)
 
 
+@needs_shared
 @pytest.mark.parametrize("command", [["web"], ["run"], ["replay", "--url", "http://127.0.0.1:1/webhook"]])
 def test_a_missing_secret_is_a_clear_start_up_error(data_dir: Path, command: list[str]) -> None:
     args = [*TRACKER, *command]
@@ -294,7 +302,7 @@ def test_settings_errors_are_one_line_for_every_command(data_dir: Path, command:
     if needs == "config":
         env["TRACKER_CONFIG"] = str(data_dir / "missing.yaml")
     result = subprocess.run([*TRACKER, *command], env=env, capture_output=True, timeout=60)
-    assert result.returncode == 1
+    assert result.returncode == 2  # the settings must change (tracker.cli: 2 for settings, 1 for failures)
     lines = result.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), lines
     expected = "missing.yaml, which does not exist" if needs == "config" else "REDIS_URL is not set"
@@ -309,6 +317,7 @@ def test_version() -> None:
     assert result.stdout.decode().strip() == f"tracker, version {__version__}"
 
 
+@needs_shared
 def test_finalize_on_the_cli_records_the_month_and_render_serves_it(data_dir: Path) -> None:
     from datetime import UTC, datetime
     from zoneinfo import ZoneInfo

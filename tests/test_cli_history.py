@@ -10,17 +10,21 @@ from typing import Any
 
 from sqlalchemy import delete
 
-from tests.conftest import SECRET
-from tests.scenario import REPO, megatron_month
-from tests.test_cli import TRACKER, clean_env, data_dir, free_port, wait_healthy  # noqa: F401  (a fixture)
-from tests.tracking import Tracker
-from tests.world import publish_world
-from tracker.config import TrackerConfig
-from tracker.store.database import connect, derived_schema_outdated
-from tracker.store.heads import HeadStore
-from tracker.store.ledger import Ledger
-from tracker.store.month_state import MonthState
-from tracker.store.schema import ledger_meta
+from tests.paths import require_shared
+
+require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
+
+from tests.conftest import SECRET  # noqa: E402
+from tests.scenario import REPO, megatron_month  # noqa: E402
+from tests.test_cli import TRACKER, clean_env, data_dir, free_port, wait_healthy  # noqa: E402, F401  (a fixture)
+from tests.tracking import Tracker  # noqa: E402
+from tests.world import publish_world  # noqa: E402
+from tracker.config import TrackerConfig  # noqa: E402
+from tracker.store.database import connect, derived_schema_outdated  # noqa: E402
+from tracker.store.heads import HeadStore  # noqa: E402
+from tracker.store.ledger import Ledger  # noqa: E402
+from tracker.store.month_state import MonthState  # noqa: E402
+from tracker.store.schema import ledger_meta  # noqa: E402
 
 
 def test_backfill_on_the_cli_shows_progress_resumes_and_repeats_cheaply(data_dir: Path, github: Any) -> None:  # noqa: F811
@@ -79,7 +83,7 @@ def test_a_ledger_from_an_older_release_is_refused_then_rebuilt_by_tracker_run(
     refused = subprocess.run(
         [*TRACKER, "render", "--repo", REPO, "--month", "2026-05"], env=env, capture_output=True, timeout=60
     )
-    assert refused.returncode == 1 and b"run `tracker rebuild`" in refused.stderr
+    assert refused.returncode == 2 and b"run `tracker rebuild`" in refused.stderr  # a step first: a settings error
     port = free_port()
     process = subprocess.Popen([*TRACKER, "run", "--port", str(port), "--workers", "1"], env=env)
     try:

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from tests import factory
 from tests.factory import PullRequestStory
+from tests.paths import needs_shared
 from tracker.config import TrackerConfig
 from tracker.core.classify import ChangedFile, Rules
 from tracker.reports.loading import load_snapshot, snapshot_json
@@ -35,6 +36,8 @@ from tracker.store.ledger import Delivery, Ledger
 from tracker.store.month_state import MonthState
 from workers import runtime
 from workers.jobs import process_delivery
+
+pytestmark = needs_shared
 
 # Jobs here run without Redis or GitHub: only the ledger and the derived state are used.
 PURE_SETTINGS = load_settings(webhook_secret="unused")

@@ -16,6 +16,7 @@ from rq.job import Job, JobStatus, validate_job_id
 from rq.registry import ScheduledJobRegistry
 
 from tests.factory import PullRequestStory
+from tests.paths import needs_shared
 from tracker.queue import (
     FETCH_FUNCTION,
     GITHUB_QUEUE_NAME,
@@ -128,6 +129,7 @@ def test_enqueue_no_deliveries(deliveries: Queue) -> None:
     assert deliveries.count == 0
 
 
+@needs_shared
 def test_enqueue_deliveries_puts_one_job_each_with_deterministic_ids(deliveries: Queue) -> None:
     ids = delivery_ids(3)
     assert enqueue_deliveries(deliveries, iter(ids)) == 3  # any iterable
@@ -145,6 +147,7 @@ def test_enqueue_deliveries_puts_one_job_each_with_deterministic_ids(deliveries:
         assert job.description == f"process delivery {delivery_id}"
 
 
+@needs_shared
 def test_enqueued_deliveries_carry_the_retry_policy(deliveries: Queue) -> None:
     (delivery_id,) = delivery_ids(1)
     enqueue_deliveries(deliveries, [delivery_id])
@@ -161,6 +164,7 @@ def test_a_delivery_id_rq_would_refuse_is_enqueued_under_its_hash(deliveries: Qu
     assert list(job.args) == ["x.y"]  # the job still carries the real delivery id
 
 
+@needs_shared
 def test_enqueue_deliveries_twice_queues_the_id_twice(deliveries: Queue) -> None:
     # Nothing in enqueue_deliveries stops it: the sweep asks waiting_jobs first, and processing is idempotent.
     ids = delivery_ids(2)
@@ -259,6 +263,7 @@ def test_waiting_jobs_of_nothing(deliveries: Queue) -> None:
     assert waiting_jobs(deliveries, []) == set()
 
 
+@needs_shared
 def test_waiting_jobs_are_queued_scheduled_or_deferred(deliveries: Queue, github: Queue) -> None:
     queued, scheduled, never, unknown = delivery_ids(4)
     deliveries.enqueue("builtins.len", [1, 2], job_id="finished-job")
@@ -295,6 +300,7 @@ def test_queue_counts_of_empty_queues(deliveries: Queue, github: Queue) -> None:
     assert waiting_on_github(github) == 0
 
 
+@needs_shared
 def test_queue_counts(deliveries: Queue, redis: Redis) -> None:
     deliveries.enqueue("builtins.int", "x", job_id="retried", retry=Retry(max=2, interval=600))
     deliveries.enqueue("builtins.int", "y", job_id="dead")
@@ -313,6 +319,7 @@ def test_queue_counts_see_a_started_job(deliveries: Queue) -> None:
     assert job.return_value() == {"queued": 1, "started": 1, "scheduled_retries": 0, "failed_jobs": 0}
 
 
+@needs_shared
 def test_waiting_on_github_counts_queued_and_scheduled_fetches(github: Queue, deliveries: Queue) -> None:
     enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE)
     enqueue_head_fetch(github, FULL_NAME, REPO, 8, HEAD, BASE, at=time.time() + 3600)  # behind a rate limit

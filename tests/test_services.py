@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
+from tests.paths import needs_shared
 from tracker.services import Services
 from tracker.settings import Settings, SettingsError, load_settings
 from tracker.web.app import create_app
@@ -14,6 +15,7 @@ from tracker.web.context import services
 from workers import runtime
 
 
+@needs_shared
 def test_from_settings_opens_the_ledger_and_redis(settings: Settings) -> None:
     built = Services.from_settings(settings)
     try:
@@ -50,11 +52,13 @@ def test_a_missing_secret_is_a_start_up_error_of_the_web_app(tmp_path: Path, no_
         create_app(load_settings(data_dir=tmp_path / "var", redis_url="redis://127.0.0.1:1/0"))
 
 
+@needs_shared
 def test_the_app_and_the_jobs_share_one_object(app: Flask) -> None:
     with app.app_context():
         assert runtime.current() is services()  # installed by tests.conftest.running_app, as `tracker worker` does
 
 
+@needs_shared
 def test_an_app_can_be_built_around_given_services(settings: Settings) -> None:
     built = Services.from_settings(settings)
     try:

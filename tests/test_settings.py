@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from platformdirs import user_data_dir
 
 from tracker.settings import Settings, SettingsError, load_settings
 
@@ -46,7 +47,9 @@ def test_defaults() -> None:
     assert settings.config_path is None
     assert settings.timezone == "Asia/Shanghai"
     assert settings.github_api_url == "https://api.github.com"
-    assert settings.data_dir == Path("./var")
+    # A per-user data directory, the same whatever the working directory (platformdirs).
+    assert settings.data_dir == Path(user_data_dir("monthly-activity-tracker"))
+    assert settings.data_dir.is_absolute()
 
 
 def test_default_database_is_sqlite_in_the_data_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -25,10 +25,13 @@ from rq.job import Job, JobStatus
 
 from tests.conftest import SECRET, show_head_to_github
 from tests.factory import PullRequestStory
+from tests.paths import needs_shared
 from tests.test_cli import TRACKER, clean_env, free_port, wait_healthy
 from tracker.queue import QUEUE_NAME, WORKER_DEQUEUE_TIMEOUT
 from tracker.web.signature import sign
 from workers.runtime import MAINTENANCE_INTERVAL
+
+pytestmark = needs_shared
 
 LOCK = f"rq:scheduler-lock:{QUEUE_NAME}"
 

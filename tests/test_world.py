@@ -16,11 +16,15 @@ import pytest
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
-from tests.factory import PullRequestStory
-from tests.fake_github import FakeGitHub, Scripted
-from tests.scenario import REPO, megatron_month
-from tests.world import publish_world, pull_fields
-from tracker.web.signature import is_valid
+from tests.paths import require_shared
+
+require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
+
+from tests.factory import PullRequestStory  # noqa: E402
+from tests.fake_github import FakeGitHub, Scripted  # noqa: E402
+from tests.scenario import REPO, megatron_month  # noqa: E402
+from tests.world import publish_world, pull_fields  # noqa: E402
+from tracker.web.signature import is_valid  # noqa: E402
 
 HOOK = 4242
 SECRET = "world-secret"

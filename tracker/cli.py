@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import click
 
-from tracker import __version__
+from tracker import __version__, logs
 from tracker.settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:
@@ -40,8 +41,9 @@ def with_settings(command: Callable[Concatenate[Settings, P], R]) -> Callable[P,
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return command(load_settings(), *args, **kwargs)
-        except SettingsError as exc:
-            raise click.ClickException(str(exc)) from exc
+        except Exception as exc:
+            _raise_explained(exc)
+            raise
 
     return wrapper
 
@@ -50,7 +52,9 @@ def with_services(
     *, redis: bool = True, outdated_ok: bool = False
 ) -> Callable[[Callable[Concatenate[Services, P], R]], Callable[P, R]]:
     """Build the one services object from the settings (with a Redis connection when the command
-    needs the queue), hand it to the command, close it afterwards."""
+    needs the queue), hand it to the command, close it afterwards. Expected errors, in the set-up or
+    in the command (a bad config, an unreachable database or Redis, GitHub refusing the token), are
+    one line and an exit code (`_explained`)."""
 
     def decorate(command: Callable[Concatenate[Services, P], R]) -> Callable[P, R]:
         @functools.wraps(command)
@@ -59,12 +63,14 @@ def with_services(
 
             try:
                 services = Services.from_settings(load_settings(), redis=redis, outdated_ok=outdated_ok)
-            except SettingsError as exc:
-                raise click.ClickException(str(exc)) from exc
+            except Exception as exc:
+                _raise_explained(exc)  # a bad config, an unreachable database: one line
+                raise
             try:
                 return command(services, *args, **kwargs)
-            except SettingsError as exc:
-                raise click.ClickException(str(exc)) from exc
+            except Exception as exc:
+                _raise_explained(exc)
+                raise
             finally:
                 services.close()
 
@@ -81,30 +87,149 @@ def stop_on_signals() -> threading.Event:
     return stop
 
 
-@click.group()
+# Exit codes. 0: done. 1: something failed or did not answer (the database, Redis, GitHub, the port
+# `tracker run` wants, a part of `tracker run` that kept dying), or the command refused what it was
+# asked (an unknown repository, a month that has not ended). 2: the settings, TRACKER_CONFIG or the
+# command line must change (click's own usage errors are 2 as well).
+FAILED, USAGE = 1, 2
+
+
+class Failure(click.ClickException):
+    """An expected problem: one line (`Error: …` on stderr), exit code 1."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(logs.one_line(message))
+
+
+class UsageFailure(Failure):
+    """What the settings, the config file or the options must change: exit code 2."""
+
+    exit_code = USAGE
+
+
+def _failure(message: str, exit_code: int = FAILED) -> Failure:
+    return UsageFailure(message) if exit_code == USAGE else Failure(message)
+
+
+def _explained(exc: BaseException) -> click.ClickException | None:
+    """The one line and exit code for an expected error, or None for anything else (a bug keeps its
+    traceback). Only the modules already loaded are asked about their exceptions."""
+    if isinstance(exc, click.ClickException):
+        return exc
+    if isinstance(exc, SettingsError):
+        return _failure(str(exc), USAGE)
+    loaded = sys.modules
+    if "sqlalchemy" in loaded:
+        from sqlalchemy.exc import ArgumentError, InterfaceError, NoSuchModuleError, OperationalError
+
+        if isinstance(exc, ArgumentError | NoSuchModuleError):
+            return _failure(f"TRACKER_DATABASE_URL is not a database URL the tracker can use ({exc})", USAGE)
+        if isinstance(exc, OperationalError | InterfaceError):
+            reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else type(exc).__name__
+            return _failure(
+                f"the database{_database_url()} cannot be used ({reason}): check that it runs and that "
+                "TRACKER_DATABASE_URL (or TRACKER_DATA_DIR) names it",
+                FAILED,
+            )
+    if "redis" in loaded:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+
+        if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+            return _failure(
+                f"Redis does not answer ({type(exc).__name__}: {exc}): start it, or fix REDIS_URL "
+                "(unset, `tracker run` starts its own)",
+                FAILED,
+            )
+    if "tracker.github.client" in loaded:
+        from tracker.github.client import GitHubError, RequestRefused
+
+        if isinstance(exc, RequestRefused) and exc.status == 401:
+            return _failure(f"{exc}: bad credentials, check GITHUB_TOKEN (or the GitHub App's settings)", USAGE)
+        if isinstance(exc, GitHubError):
+            return _failure(str(exc), FAILED)
+    if "httpx" in loaded:
+        import httpx
+
+        if isinstance(exc, httpx.HTTPError):
+            return _failure(f"an HTTP request failed ({type(exc).__name__}: {exc})", FAILED)
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return _failure(f"{exc.filename}: {exc.strerror}", FAILED)
+    return None
+
+
+def _raise_explained(exc: BaseException) -> None:
+    """Raise the one-line form of an expected error (chained to it, for -v); return for anything else."""
+    explained = _explained(exc)
+    if explained is not None and explained is not exc:
+        raise explained from exc
+
+
+def _database_url() -> str:
+    """` at <url>` of the ledger, its password hidden; empty when the settings cannot say."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return " at " + make_url(load_settings().resolved_database_url).render_as_string(hide_password=True)
+    except Exception:
+        return ""
+
+
+class _Tracker(click.Group):
+    """The `tracker` group: every command's expected errors are one line and an exit code
+    (`_explained`); with -v the traceback comes first."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.Abort, click.UsageError):
+            raise
+        except Exception as exc:
+            explained = _explained(exc)
+            if explained is None:
+                raise  # not expected: Python's traceback
+            if logs.verbose():
+                traceback.print_exception(exc)
+            if explained is exc:
+                message = exc.format_message()
+                if "\n" not in message:
+                    raise
+                explained = _failure(message, exc.exit_code)
+            raise explained from exc
+
+
+@click.group(cls=_Tracker)
 @click.version_option(__version__, prog_name="tracker")
-@click.option("-v", "--verbose", is_flag=True, help="Log debug messages.")
+@click.option("-v", "--verbose", is_flag=True, help="Log debug messages, in every process; tracebacks of errors.")
 def main(verbose: bool) -> None:
     """Monthly activity tracker for GitHub repositories."""
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logs.configure(verbose)
 
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8000, show_default=True, type=int)
-@click.option("--workers", default=2, show_default=True, type=int, help="RQ worker processes.")
-@click.option("--web-processes", default=2, show_default=True, type=int, help="gunicorn worker processes.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(min=0), help="RQ worker processes.")
+@click.option(
+    "--web-processes", default=2, show_default=True, type=click.IntRange(min=1), help="gunicorn worker processes."
+)
 @click.option("--sweep-every", default=60.0, show_default=True, type=float, help="Seconds between sweeps.")
 @with_settings
 def run(settings: Settings, host: str, port: int, workers: int, web_processes: int, sweep_every: float) -> None:
-    """Start web, workers, sweep (and the embedded Redis when REDIS_URL is unset)."""
+    """Start web, workers, sweep (and the embedded Redis when REDIS_URL is unset).
+
+    First it checks, starting nothing, the settings, TRACKER_CONFIG, the database, Redis (when
+    REDIS_URL is set) and the port: a problem is one line saying what to fix (exit code 2 for the
+    settings and options, 1 for what does not answer or is taken). A part that keeps dying within
+    seconds of its start is restarted after 1, 2, 4, 8 s, then everything stops (exit code 1)."""
+    from tracker.supervisor import CannotStart
     from tracker.supervisor import run as supervise
 
-    sys.exit(supervise(settings, host, port, workers, web_processes, sweep_every))
+    try:
+        code = supervise(settings, host, port, workers, web_processes, sweep_every)
+    except CannotStart as exc:
+        raise _failure(str(exc), exc.exit_code) from exc
+    sys.exit(code)
 
 
 @main.command()
@@ -219,6 +344,7 @@ def backfill(services: Services, repo: str, month: str | None, since: str | None
     from tracker.core.window import WindowError, iso_utc
     from tracker.github.client import GitHubError
     from tracker.github.history import read_history, wait_for
+    from tracker.store.history import SAMPLE_REFUSAL
     from workers.history import target
 
     try:
@@ -229,6 +355,8 @@ def backfill(services: Services, repo: str, month: str | None, since: str | None
         start, end = history_range(month, since, services.config.timezone_for(full_name), int(time.time()))
     except WindowError as exc:
         raise click.ClickException(str(exc)) from exc
+    if services.history.is_sample(full_name):
+        raise click.ClickException(SAMPLE_REFUSAL.format(full_name))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=False) as bar:
         task = bar.add_task(f"backfilling {full_name}", total=None)
@@ -452,8 +580,67 @@ def schedule(services: Services) -> None:
 
 
 @main.command()
+@click.option(
+    "--url",
+    default=None,
+    help="Post the deliveries, signed, to a running service's webhook (e.g. http://127.0.0.1:8000/webhook) "
+    "instead of processing them in this process; the service must use this ledger (same TRACKER_DATA_DIR).",
+)
+@click.option("--wait", default=60.0, show_default=True, type=float, help="With --url: seconds to wait for processing.")
+@with_services(redis=False)
+def demo(services: Services, url: str | None, wait: float) -> None:
+    """Load a bundled sample month through the webhook's path, with no network: real public
+    NVIDIA/Megatron-LM pull requests of May 2026 with made-up lives. Running it again changes nothing."""
+    from urllib.parse import urlsplit
+
+    from tracker.demo import expected, read_bundle
+    from tracker.demo.load import DemoRefused, load, post
+
+    bundle = read_bundle()
+    repo, month = bundle.repository, bundle.month
+    click.echo(bundle.about)
+    try:
+        if url is None:
+            loaded = load(services, bundle)
+        else:
+            loaded = post(services, bundle, url, services.settings.require_webhook_secret(), wait, click.echo)
+    except DemoRefused as exc:
+        raise click.ClickException(str(exc)) from exc
+    if loaded.changed:
+        click.echo(
+            f"loaded {repo} {month}: {loaded.new_deliveries} of {loaded.deliveries} deliveries stored, "
+            f"{loaded.processed_now} processed; {loaded.new_heads} of {loaded.heads} heads' files stored"
+        )
+    else:
+        click.echo(
+            f"nothing changed: the sample of {repo} {month} is loaded already "
+            f"({loaded.deliveries} deliveries, {loaded.heads} heads' files)"
+        )
+    if loaded.pending:
+        click.echo(f"{loaded.pending} deliveries are not processed yet (the service's workers are on it)", err=True)
+    timezone = services.config.timezone_for(repo)
+    wanted = expected(bundle, timezone, services.config.rules_for(repo))
+    stats = wanted.stats
+    click.echo(
+        f"expected for {repo}, {month} through {wanted.window.cutoff.isoformat()} ({timezone}), substantive PRs: "
+        f"{stats['opened']} opened, {stats['merged']} merged, {stats['closed_unmerged']} closed without merge, "
+        f"{stats['active_at_cutoff']} active at cutoff"
+    )
+    if wanted.excluded:
+        left_out = ", ".join(f"{count} {category.replace('_', '-')}" for category, count in wanted.excluded.items())
+        click.echo(f"left out as not substantive: {left_out}")
+    parts = urlsplit(url) if url else None
+    base = f"{parts.scheme}://{parts.netloc}" if parts else "http://127.0.0.1:8000"
+    click.echo("the report, while the service runs (`tracker run`):")
+    for fmt, what in (("html", "HTML"), ("md", "Markdown"), ("json", "JSON")):
+        click.echo(f"  {what:<8} {base}/reports/{repo}/{month}.{fmt}")
+    click.echo("or without the web server:")
+    click.echo(f"  tracker render --repo {repo} --month {month} --format html > report-{month}.html")
+
+
+@main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--url", required=True, help="The webhook URL, e.g. http://127.0.0.1:8000/webhook")
+@click.option("--url", default="http://127.0.0.1:8000/webhook", show_default=True, help="The webhook URL.")
 @click.option("--event", default=None, help="Event of plain JSON files (default: guessed from the body).")
 @with_settings
 def replay(settings: Settings, paths: tuple[Path, ...], url: str, event: str | None) -> None:

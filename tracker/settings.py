@@ -1,11 +1,12 @@
 """The one place that reads the environment.
 
-Every process (web, worker, CLI) builds one `Settings` at start-up and passes it on; nothing else
-reads `os.environ`.
+Every process (web, worker, CLI) builds one `Settings` at start-up, from the environment and a
+`.env` file in the working directory, and passes it on; nothing else reads `os.environ`.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Self
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -13,12 +14,28 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from platformdirs import user_data_dir
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+APP_NAME = "monthly-activity-tracker"
+POSTGRES_EXTRA = f"install the postgres extra: pip install '{APP_NAME}[postgres]'"
+# The Python module each PostgreSQL driver name of a SQLAlchemy URL needs (`postgresql://` alone
+# means psycopg2, SQLAlchemy's default); other drivers are left to SQLAlchemy to report.
+_POSTGRES_DRIVERS = {"psycopg": "psycopg", "psycopg2": "psycopg2", "": "psycopg2"}
 
 
 class SettingsError(RuntimeError):
     """A setting a command needs is missing or wrong; the message says what to do."""
+
+
+def default_data_dir() -> Path:
+    """The user's own data directory (`~/.local/share/monthly-activity-tracker` on Linux,
+    `~/Library/Application Support/monthly-activity-tracker` on macOS): absolute, so every command
+    finds the same ledger from any working directory. The embedded Redis puts its unix socket under
+    it (`redis/redis.sock`); a path too long for a socket is refused, saying so, when that server
+    starts (`tracker.embedded_redis`), rather than the data moving somewhere else."""
+    return Path(user_data_dir(APP_NAME))
 
 
 def _env(name: str) -> AliasChoices:
@@ -26,16 +43,18 @@ def _env(name: str) -> AliasChoices:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+    # A `.env` file in the working directory is read too (the environment wins over it).
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_file=".env", env_file_encoding="utf-8")
 
     webhook_secret: SecretStr | None = Field(None, validation_alias=_env("TRACKER_WEBHOOK_SECRET"))
     admin_token: SecretStr | None = Field(None, validation_alias=_env("TRACKER_ADMIN_TOKEN"))
     # Signs the expiring links to private reports (tracker.web.access); kept apart from the admin
     # token so a leaked link secret lets one forge links to reports, never call the admin endpoints.
     link_secret: SecretStr | None = Field(None, validation_alias=_env("TRACKER_LINK_SECRET"))
-    data_dir: Path = Field(Path("./var"), validation_alias=_env("TRACKER_DATA_DIR"))
-    database_url: str | None = Field(None, validation_alias=_env("TRACKER_DATABASE_URL"))
-    redis_url: str | None = Field(None, validation_alias=_env("REDIS_URL"))
+    data_dir: Path = Field(default_factory=default_data_dir, validation_alias=_env("TRACKER_DATA_DIR"))
+    # Not in the repr: either URL may hold a password.
+    database_url: str | None = Field(None, validation_alias=_env("TRACKER_DATABASE_URL"), repr=False)
+    redis_url: str | None = Field(None, validation_alias=_env("REDIS_URL"), repr=False)
     github_token: SecretStr | None = Field(None, validation_alias=_env("GITHUB_TOKEN"))
     github_api_url: str = Field("https://api.github.com", validation_alias=_env("GITHUB_API_URL"))
     # A GitHub App (tracker.github.app): its id and private key, the PEM text itself or a file holding
@@ -65,6 +84,11 @@ class Settings(BaseSettings):
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise ValueError(f"unknown time zone {value!r}: use an IANA name such as Asia/Shanghai or UTC") from exc
         return value
+
+    @field_validator("data_dir")
+    @classmethod
+    def _home_expanded(cls, value: Path) -> Path:
+        return value.expanduser()  # `~/tracker` in a .env file, where no shell expands it
 
     @field_validator(
         "webhook_secret",
@@ -114,6 +138,12 @@ class Settings(BaseSettings):
             _check_rsa_private_key(self.github_app_private_key.get_secret_value(), source)
         return self
 
+    @model_validator(mode="after")
+    def _postgres_driver(self) -> Self:
+        if self.database_url:
+            _check_postgres_driver(self.database_url)
+        return self
+
     @property
     def resolved_database_url(self) -> str:
         if self.database_url:
@@ -142,6 +172,31 @@ class Settings(BaseSettings):
                 "server and for `tracker link`"
             )
         return self.link_secret.get_secret_value()
+
+
+def _check_postgres_driver(url: str) -> None:
+    """A PostgreSQL URL needs its driver, which only the `postgres` extra installs: one line saying
+    so at start-up, instead of SQLAlchemy's traceback at the first connection."""
+    scheme = url.partition("://")[0].lower()
+    dialect, _, driver = scheme.partition("+")
+    if dialect != "postgresql" or driver not in _POSTGRES_DRIVERS:
+        return
+    module = _POSTGRES_DRIVERS[driver]
+    if _installed(module):
+        return
+    if module == "psycopg":
+        raise SettingsError(f"TRACKER_DATABASE_URL names PostgreSQL but psycopg is not installed: {POSTGRES_EXTRA}")
+    raise SettingsError(
+        f"TRACKER_DATABASE_URL ({scheme}://…) needs the psycopg2 driver, which is not installed: write it as "
+        f"postgresql+psycopg://… and {POSTGRES_EXTRA}"
+    )
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _read_key_file(path: Path) -> str:

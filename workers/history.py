@@ -16,6 +16,9 @@ from workers.runtime import current
 
 log = logging.getLogger(__name__)
 
+# After this many re-scheduled attempts of a GitHub outage, the run fails (and is visible in status).
+HISTORY_ATTEMPTS = 8
+
 
 def target(services: Services, full_name: str, start: int, end: int, files: str = DAILY) -> Target:
     config = services.config
@@ -48,6 +51,13 @@ def read_history_job(kind: str, full_name: str, start: int, end: int, attempt: i
             raise
         quota.block_until(exc.retry_at)
         return later(exc.retry_at, f"waiting for the {exc.kind} rate limit")
+    except Unavailable as exc:
+        if queue is None or attempt + 1 >= HISTORY_ATTEMPTS:
+            raise
+        # The run keeps its checkpoint: the next attempt resumes. 1 min, 2 min, 4 min, ... up to an hour.
+        delay = min(3600.0, 2 * services.github_backoff * 2**attempt)
+        log.warning("%s of %s: %s; trying again in %.0f s", kind, full_name, exc, delay)
+        return later(time.time() + delay, f"GitHub unavailable; trying again in {delay:.0f} s")
     summary = (
         f"{kind} of {full_name}: {run.done} of {run.total} PRs, {run.requests} requests "
         f"({run.not_modified} not modified)"
@@ -78,6 +88,8 @@ def reconciliations_due(services: Services, now: float | None = None) -> int:
     moment = int(now if now is not None else time.time())
     queued = 0
     for full_name in services.state.repository_names():
+        if services.history.is_sample(full_name):
+            continue  # `tracker demo`'s made-up month: its real history must not be read into it
         last = services.history.covered_until(full_name, RECONCILIATION)
         start = last if last is not None else moment - services.settings.reconcile_first_lookback
         if moment - start < every:

@@ -69,7 +69,14 @@ def process_delivery(delivery_id: str) -> str:
 
 
 def fetch_head_files(full_name: str, number: int, head_sha: str, base_sha: str, attempt: int = 0) -> str:
-    """Fetch and classify one head's files. Waiting (rate limits, outages) re-schedules the job."""
+    """Fetch and classify one head's files. Waiting (rate limits, outages) re-schedules the job.
+    A fetch that fails or must wait logs a warning with the reason and records it for
+    `/api/v1/status` (`github.last_error`); neither ever holds the token."""
+    from redis.exceptions import RedisError
+
+    from tracker import logs
+    from tracker.core.window import iso_utc
+
     services = current()
     repo = repository_key(full_name)
     store = services.heads
@@ -79,6 +86,7 @@ def fetch_head_files(full_name: str, number: int, head_sha: str, base_sha: str, 
             fetch_done(queue, repo, number, head_sha)
         return "already known"
     quota = services.quota()
+    what = f"the files of {full_name}#{number} at {head_sha[:12]}"
 
     def again(at: float, next_attempt: int) -> None:
         assert queue is not None
@@ -86,8 +94,20 @@ def fetch_head_files(full_name: str, number: int, head_sha: str, base_sha: str, 
             queue, full_name, repo, number, head_sha, base_sha, at=at, attempt=next_attempt, reschedule=True
         )
 
+    def failed(reason: str, next_try: float | None) -> None:
+        token = services.settings.github_token
+        reason = logs.redact(reason, [token.get_secret_value() if token is not None else None])
+        log.warning("GitHub: %s: %s", what, reason)
+        if quota is not None:
+            try:
+                quota.record_error(f"{what}: {reason}", next_try)
+            except RedisError as exc:  # the job's outcome matters more than the status line
+                log.warning("could not record the GitHub error in Redis (%s)", type(exc).__name__)
+
     blocked = quota.blocked_until() if quota is not None else 0.0
     if queue is not None and blocked > time.time():
+        # The rate limit was logged once, when it was hit; every fetch held back by it is routine.
+        log.debug("%s waits for the rate limit until %s", what, iso_utc(int(blocked)))
         again(blocked, attempt)
         return "waiting for the rate limit"
     try:
@@ -97,21 +117,32 @@ def fetch_head_files(full_name: str, number: int, head_sha: str, base_sha: str, 
             )
     except RateLimited as exc:
         if queue is None or quota is None:
+            failed(f"{exc.kind} rate limit until {iso_utc(int(exc.retry_at))}", None)
             raise
+        failed(f"{exc.kind} rate limit: waiting until {iso_utc(int(exc.retry_at))}", exc.retry_at)
         quota.block_until(exc.retry_at)
         again(exc.retry_at, attempt)
         return f"waiting for the {exc.kind} rate limit"
-    except Unavailable:
+    except Unavailable as exc:
         if queue is None or attempt + 1 >= FETCH_ATTEMPTS:
+            failed(f"GitHub unavailable ({exc}); giving up after {attempt + 1} attempts", None)
             raise
         # Exponential backoff with jitter: 30 s, 1 min, 2 min, ... up to an hour.
         delay = min(3600.0, services.github_backoff * 2**attempt) * random.uniform(0.75, 1.25)
+        failed(f"GitHub unavailable ({exc}); next try in {delay:.0f} s", time.time() + delay)
         again(time.time() + delay, attempt + 1)
         return f"GitHub unavailable; trying again in {delay:.0f} s"
     except RequestRefused as exc:
         if exc.status not in (404, 410, 422):
+            hint = ""
+            if exc.status == 401:
+                hint = ": bad credentials, check GITHUB_TOKEN (or the GitHub App's settings)"
+            elif exc.status == 403:
+                hint = ": the token may not read this repository"
+            failed(f"{exc}{hint}", None)
             raise
         # The PR or commit is gone (deleted fork, force-pushed away): nothing to wait for.
+        log.info("GitHub: %s: unavailable (%s); recorded as such", what, exc.status)
         store.store(
             repo, number, head_sha, [], truncated=False, source=UNAVAILABLE, rules=services.config.rules_for(full_name)
         )

@@ -7,6 +7,10 @@ environment on first use. Tests install the app's own.
 `work` runs RQ's SimpleWorker for as long as the process lives, whatever Redis does: while Redis
 is unreachable (not started yet, killed, restarting) it waits, with one line in the log, instead of
 exiting with a traceback for its supervisor to restart it every few seconds.
+
+RQ's own lines go through the process's logging (tracker.logs), at WARNING unless -v: its per-job
+chatter ("Job OK", "result is kept for …", "started with PID …", "cleaning registries …") shows only
+with -v; a job's failure always.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq import SimpleWorker
 from rq.exceptions import StopRequested
 
+from tracker import logs
 from tracker.queue import WORKER_TTL, wait_for_redis
 from tracker.services import Services
 from tracker.settings import load_settings
@@ -110,7 +115,7 @@ def work(services: Services, *, burst: bool = False) -> None:
     stop = threading.Event()
     if burst:
         sweep(services, grace_seconds=0)
-        Worker(services, stop).work(burst=True, with_scheduler=True)
+        Worker(services, stop).work(burst=True, with_scheduler=True, logging_level=logs.rq_level())
         return
     connection = services.require_redis()
     pause = _FIRST_PAUSE
@@ -126,7 +131,7 @@ def work(services: Services, *, burst: bool = False) -> None:
             if stop.is_set():
                 return
             worker = Worker(services, stop)
-            worker.work(with_scheduler=True)
+            worker.work(with_scheduler=True, logging_level=logs.rq_level())
             if worker.lost_redis is not None:
                 raise worker.lost_redis
         except RedisError as exc:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.factory import pr_payload
-from tests.paths import WEBHOOKS
+from tests.paths import WEBHOOKS, needs_shared
 from tracker.core.attributes import AttributeVersion, version_at, version_of
 from tracker.core.payloads import parse_pull_request_event
 
@@ -92,6 +92,7 @@ def test_version_at_accepts_a_one_shot_iterable_before_the_end() -> None:
 # --- version_of ---------------------------------------------------------------------------------
 
 
+@needs_shared
 def test_version_of_a_factory_payload() -> None:
     payload = pr_payload(
         "labeled",
@@ -116,6 +117,7 @@ def test_version_of_a_factory_payload() -> None:
     assert version.draft is True
 
 
+@needs_shared
 def test_version_of_github_example_labeled_payload() -> None:
     event = parse_pull_request_event((WEBHOOKS / "pull_request.labeled.json").read_bytes())
     version = version_of(event, "abc")

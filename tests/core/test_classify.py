@@ -654,7 +654,7 @@ def test_format_pattern_must_compile() -> None:
 
 # --- Real merged Megatron-LM PRs ---------------------------------------------------------------------
 
-from tests.paths import MEGATRON  # noqa: E402
+from tests.paths import MEGATRON, needs_shared  # noqa: E402
 
 # git's name-status letters to GitHub's file status; `T` (type change, one file in PR 4436) is GitHub's `changed`.
 STATUS = {"A": "added", "M": "modified", "D": "removed", "R": "renamed", "T": "changed"}
@@ -674,10 +674,12 @@ def files_of(pr: dict[str, Any]) -> list[ChangedFile]:
     ]
 
 
+@needs_shared
 def test_megatron_data_is_all_there() -> None:
     assert len(megatron_prs()) == 987
 
 
+@needs_shared
 @pytest.mark.parametrize(
     ("number", "prefixes", "expected"),
     [
@@ -722,6 +724,7 @@ def test_megatron_pr(number: int, prefixes: tuple[str, ...], expected: Category)
     assert evidence["files"] == len(paths)
 
 
+@needs_shared
 def test_megatron_rename_from_the_root_into_tests_with_deletions_is_substantive() -> None:
     pr = megatron_prs()[5097]  # "Clean up top-level repository files"
     files = files_of(pr)
@@ -736,6 +739,7 @@ def test_megatron_rename_from_the_root_into_tests_with_deletions_is_substantive(
     assert category_of([moved])[0] is Category.TEST_ONLY
 
 
+@needs_shared
 def test_megatron_nightly_sync_keeps_five_examples() -> None:
     pr = megatron_prs()[4436]  # "chore: nightly sync main into dev (22_04_2026)", hundreds of files
     files = files_of(pr)
@@ -746,6 +750,7 @@ def test_megatron_nightly_sync_keeps_five_examples() -> None:
     assert evidence["examples"] == sorted(evidence["examples"])
 
 
+@needs_shared
 def test_megatron_title_about_a_data_format_is_not_format_only() -> None:
     pr = megatron_prs()[2924]  # "[Dev] Add E2E support for THD format": the title signals, the code changed
     category, evidence = category_of(files_of(pr), pr["title"])
@@ -753,6 +758,7 @@ def test_megatron_title_about_a_data_format_is_not_format_only() -> None:
     assert evidence["signal"] == "title"
 
 
+@needs_shared
 def test_megatron_whole_data() -> None:
     prs = megatron_prs().values()
     overall: Counter[Category] = Counter()

@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.factory import PullRequestStory, delivery, pr_payload
-from tests.paths import WEBHOOKS
+from tests.paths import WEBHOOKS, needs_shared
 from tracker.core.attributes import AttributeVersion
 from tracker.core.derive import Derivation, derive
 from tracker.core.payloads import IncompleteBody, MalformedBody
@@ -70,6 +70,7 @@ def _id(path: Path) -> str:
     return str(path.relative_to(WEBHOOKS))
 
 
+@needs_shared
 def test_the_fixture_folder_is_there() -> None:
     # Guard against silently parametrizing over nothing.
     assert len(PULL_REQUEST_FILES) >= 30
@@ -78,6 +79,7 @@ def test_the_fixture_folder_is_there() -> None:
 # --- GitHub's examples --------------------------------------------------------------------------
 
 
+@needs_shared
 def test_the_opened_example() -> None:
     derivation = derive_json(example("pull_request.opened.json"), delivery_id="72d3162e-cc78-11e3-81ab-4c9367dc0958")
     opened_at = utc("2019-05-15T15:20:33Z")
@@ -104,6 +106,7 @@ def test_the_opened_example() -> None:
     )
 
 
+@needs_shared
 def test_the_closed_example_proves_the_opening_and_the_close() -> None:
     derivation = derive_json(example("pull_request.closed.json"))
     assert derivation.facts == (
@@ -114,6 +117,7 @@ def test_the_closed_example_proves_the_opening_and_the_close() -> None:
     assert derivation.wanted_head is None  # closed without merge: its files no longer matter
 
 
+@needs_shared
 def test_the_synchronize_example_is_commit_activity_at_updated_at() -> None:
     derivation = derive_json(example("pull_request.synchronize.json"))
     assert derivation.facts == (
@@ -123,6 +127,7 @@ def test_the_synchronize_example_is_commit_activity_at_updated_at() -> None:
     assert derivation.wanted_head == (HEAD_SHA, BASE_SHA)
 
 
+@needs_shared
 def test_the_reopened_example_is_a_reopening_at_updated_at() -> None:
     derivation = derive_json(example("pull_request.reopened.json"))
     assert derivation.facts == (
@@ -132,6 +137,7 @@ def test_the_reopened_example_is_a_reopening_at_updated_at() -> None:
     assert derivation.wanted_head == (HEAD_SHA, BASE_SHA)
 
 
+@needs_shared
 def test_the_labeled_example_is_no_activity_but_a_new_version() -> None:
     derivation = derive_json(example("pull_request.labeled.json"))
     assert derivation.facts == (Fact(FactKind.OPENED, utc("2019-05-15T15:20:33Z")),)
@@ -140,6 +146,7 @@ def test_the_labeled_example_is_no_activity_but_a_new_version() -> None:
     assert derivation.wanted_head is None
 
 
+@needs_shared
 def test_the_ghes_closed_example() -> None:
     derivation = derive_json(example("ghes-3.5/pull_request.closed.json"))
     assert derivation.repo == "codertocat/hello-world"
@@ -152,10 +159,12 @@ def test_the_ghes_closed_example() -> None:
     assert derivation.wanted_head is None
 
 
+@needs_shared
 def test_a_null_body_is_an_empty_body() -> None:
     assert derive_json(example("pull_request.opened.with-null-body.json")).version.body == ""
 
 
+@needs_shared
 def test_a_converted_to_draft_example_says_draft() -> None:
     derivation = derive_json(example("pull_request.converted_to_draft.json"))
     assert derivation.version.draft is True
@@ -190,6 +199,7 @@ def test_every_github_example_derives(path: Path) -> None:
         assert derivation.wanted_head is None
 
 
+@needs_shared
 def test_a_merged_close_derived_from_the_closed_example() -> None:
     # GitHub publishes no merged `closed` example (fixtures README, "Gaps"): this one is derived from
     # pull_request.closed.json by setting the fields GitHub documents for a merge.
@@ -205,6 +215,7 @@ def test_a_merged_close_derived_from_the_closed_example() -> None:
     assert derivation.wanted_head == (HEAD_SHA, BASE_SHA)
 
 
+@needs_shared
 def test_the_same_delivery_derives_the_same_twice() -> None:
     body = example("pull_request.synchronize.json")
     assert derive_json(body) == derive_json(body)
@@ -213,6 +224,7 @@ def test_the_same_delivery_derives_the_same_twice() -> None:
 # --- months in the repository's time zone -------------------------------------------------------
 
 
+@needs_shared
 @pytest.mark.parametrize(
     ("created_at", "tz", "month"),
     [
@@ -233,6 +245,7 @@ def test_activity_months_are_in_the_repository_time_zone(created_at: str, tz: st
     assert derivation.touched_months == frozenset({month})
 
 
+@needs_shared
 def test_a_merge_just_after_midnight_in_shanghai_touches_both_months() -> None:
     story = PullRequestStory(8, at("2026-08-10T02:00:00Z")).opened().merged(at("2026-08-31T17:00:00Z"))
     merged = story.deliveries[-1].body
@@ -240,6 +253,7 @@ def test_a_merge_just_after_midnight_in_shanghai_touches_both_months() -> None:
     assert derive_json(merged, in_utc).activity_months == frozenset({"2026-08"})
 
 
+@needs_shared
 def test_touched_months_include_the_month_of_the_version() -> None:
     # A label in October on a PR opened in September: no activity in October, but an October report
     # reads the new attributes.
@@ -251,6 +265,7 @@ def test_touched_months_include_the_month_of_the_version() -> None:
     assert derivation.version.labels == ("moe",)
 
 
+@needs_shared
 def test_touched_months_of_a_version_at_a_month_edge_follow_the_time_zone() -> None:
     story = PullRequestStory(9, at("2026-09-20T03:00:00Z")).opened().labeled(at("2026-09-30T16:30:00Z"), "moe")
     body = story.deliveries[-1].body
@@ -258,6 +273,7 @@ def test_touched_months_of_a_version_at_a_month_edge_follow_the_time_zone() -> N
     assert derive_json(body, in_utc).touched_months == frozenset({"2026-09"})
 
 
+@needs_shared
 def test_the_time_zone_is_asked_for_the_repository_of_the_delivery() -> None:
     def timezone_for(full_name: str) -> str:
         return SHANGHAI if repository_key(full_name) == "nvidia/megatron-lm" else "UTC"
@@ -276,6 +292,7 @@ def _head(body: bytes) -> tuple[str, str]:
     return (pr["head"]["sha"], pr["base"]["sha"])
 
 
+@needs_shared
 def test_wanted_head_follows_the_action() -> None:
     story = (
         PullRequestStory(11, at("2026-09-02T01:00:00Z"), title="Add the router")
@@ -304,6 +321,7 @@ def test_wanted_head_follows_the_action() -> None:
     assert _head(bodies[6]) == _head(bodies[7])  # the merge is of the last pushed head
 
 
+@needs_shared
 def test_a_delivery_without_a_head_sha_wants_nothing() -> None:
     raw = json.loads(example("pull_request.opened.json"))
     raw["pull_request"]["head"]["sha"] = None
@@ -312,6 +330,7 @@ def test_a_delivery_without_a_head_sha_wants_nothing() -> None:
     assert derive_json(json.dumps(raw).encode()).wanted_head is None
 
 
+@needs_shared
 def test_a_delivery_without_a_base_sha_wants_the_head_with_an_empty_base() -> None:
     raw = json.loads(example("pull_request.opened.json"))
     raw["pull_request"]["base"]["sha"] = None
@@ -321,6 +340,7 @@ def test_a_delivery_without_a_base_sha_wants_the_head_with_an_empty_base() -> No
 # --- attributes ---------------------------------------------------------------------------------
 
 
+@needs_shared
 def test_the_version_carries_the_attributes_of_the_delivery() -> None:
     payload = pr_payload(
         "edited",
@@ -366,6 +386,7 @@ def test_a_form_body_derives_the_same_as_json(path: Path, content_type: str) -> 
     assert derive("d-1", content_type, form, in_shanghai) == derive("d-1", JSON, document, in_shanghai)
 
 
+@needs_shared
 def test_a_form_body_keeps_characters_that_need_escaping() -> None:
     title = "Fix a+b & c=d 100% [dev] 修复 \U0001f680"
     payload = pr_payload("opened", 5, created_at="2026-09-02T01:00:00Z", title=title, body="x&payload=y")
@@ -423,6 +444,7 @@ def _without(document: dict[str, Any], dotted: str) -> dict[str, Any]:
     return document
 
 
+@needs_shared
 @pytest.mark.parametrize(
     "field",
     [
@@ -442,6 +464,7 @@ def test_a_body_without_a_needed_field_raises_incomplete_body(field: str) -> Non
     assert raised.value.field == field
 
 
+@needs_shared
 def test_a_field_of_the_wrong_type_raises_incomplete_body() -> None:
     document = json.loads(example("pull_request.opened.json"))
     document["pull_request"]["created_at"] = "yesterday"
@@ -450,6 +473,7 @@ def test_a_field_of_the_wrong_type_raises_incomplete_body() -> None:
     assert raised.value.field == "pull_request.created_at"
 
 
+@needs_shared
 def test_an_incomplete_form_body_raises_incomplete_body() -> None:
     document = _without(json.loads(example("pull_request.opened.json")), "pull_request.created_at")
     form = urlencode({"payload": json.dumps(document)}).encode()
@@ -477,6 +501,7 @@ def test_repository_key_is_idempotent() -> None:
     assert repository_key(repository_key("Codertocat/Hello-World")) == "codertocat/hello-world"
 
 
+@needs_shared
 def test_deliveries_spelling_the_repository_differently_share_its_key() -> None:
     created = "2026-09-02T01:00:00Z"
     upper = delivery("pull_request", pr_payload("opened", 1, created_at=created, repo="NVIDIA/Megatron-LM"))

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import pytest
 
-from tests.paths import MEGATRON
+from tests.paths import MEGATRON, needs_shared
 from tracker.core.groups import (
     MAX_BODY,
     MAX_TITLE,
@@ -457,6 +457,7 @@ def test_real_twin_pairs_are_found() -> None:
     assert change_groups(REAL) == REAL_GROUPS
 
 
+@needs_shared
 def test_the_real_data_numbers_of_the_readme() -> None:
     # README ("Change groups"): on the 987 real PRs, 63 groups and 53 of the 66 twin pairs the data lists.
     prs = [json.loads(line) for line in MEGATRON.read_text().splitlines() if line.strip()]
@@ -473,6 +474,7 @@ def test_the_real_data_numbers_of_the_readme() -> None:
     assert (sum(where[a] == where[b] for a, b in pairs), len(pairs)) == (53, 66)
 
 
+@needs_shared
 def test_the_real_titles_ending_in_a_quote_or_into_a_word() -> None:
     # Of the 987 real titles, the displays that end in a quote (reverts: no space is left where "(#N)"
     # was) or in "into <word>" (kept: no word there names a branch). These are all the real titles whose

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.paths import FIXTURES
+from tests.paths import FIXTURES, needs_shared
 from tracker.core.attributes import AttributeVersion, version_at
 from tracker.core.history import (
     History,
@@ -218,6 +218,7 @@ def test_versions_walk_back_renames_labels_and_draft_state() -> None:
     assert before is not None and before.title == "WIP loader"
 
 
+@needs_shared
 def test_githubs_own_example_timeline() -> None:
     # GitHub's example answer of the timeline endpoint: locked, labeled "beta", renamed, commented.
     timeline = json.loads((FIXTURES / "rest" / "issues.list-events-for-timeline.200.json").read_text())

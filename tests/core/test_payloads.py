@@ -11,7 +11,7 @@ from urllib.parse import quote_plus, urlencode
 
 import pytest
 
-from tests.paths import WEBHOOKS
+from tests.paths import WEBHOOKS, needs_shared
 from tracker.core.payloads import (
     IncompleteBody,
     MalformedBody,
@@ -26,6 +26,7 @@ PING_FILES = sorted(WEBHOOKS.glob("ping*.json"))
 FORM = "application/x-www-form-urlencoded"
 
 
+@needs_shared
 def test_the_fixture_folder_is_there() -> None:
     # Guard against silently parametrizing over nothing.
     assert len(PULL_REQUEST_FILES) >= 30
@@ -69,6 +70,7 @@ def test_every_github_example_parses_from_a_form_body(path: Path) -> None:
     assert event.pull_request.number == json.loads(path.read_text())["pull_request"]["number"]
 
 
+@needs_shared
 def test_the_closed_example_in_detail() -> None:
     event = parse_pull_request_event((WEBHOOKS / "pull_request.closed.json").read_bytes())
     pr = event.pull_request
@@ -81,6 +83,7 @@ def test_the_closed_example_in_detail() -> None:
     assert event.repository.full_name == "Codertocat/Hello-World"
 
 
+@needs_shared
 def test_a_null_body_is_accepted() -> None:
     event = parse_pull_request_event((WEBHOOKS / "pull_request.opened.with-null-body.json").read_bytes())
     assert event.pull_request.body is None
@@ -104,6 +107,7 @@ def opened() -> dict[str, Any]:
     return payload
 
 
+@needs_shared
 def test_form_body_payload_is_unwrapped() -> None:
     document = json.dumps(opened())
     body = ("payload=" + quote_plus(document)).encode()
@@ -114,6 +118,7 @@ def test_form_body_payload_is_unwrapped() -> None:
     assert parse_pull_request_event(json_bytes(body, FORM)).action == "opened"
 
 
+@needs_shared
 def test_form_body_with_non_ascii_text() -> None:
     payload = opened()
     payload["pull_request"]["title"] = "修复 — naïve ✓ & 100% = done+"
@@ -121,6 +126,7 @@ def test_form_body_with_non_ascii_text() -> None:
     assert parse_pull_request_event(json_bytes(body, FORM)).pull_request.title == "修复 — naïve ✓ & 100% = done+"
 
 
+@needs_shared
 @pytest.mark.parametrize("content_type", ["application/json", None, ""])
 def test_json_body_is_returned_as_is(content_type: str | None) -> None:
     body = json.dumps(opened()).encode()
@@ -160,6 +166,7 @@ REQUIRED = [
 ]
 
 
+@needs_shared
 @pytest.mark.parametrize("field", REQUIRED)
 def test_check_shape_names_the_missing_field(field: str) -> None:
     with pytest.raises(IncompleteBody) as caught:
@@ -168,6 +175,7 @@ def test_check_shape_names_the_missing_field(field: str) -> None:
     assert str(caught.value) == f"{field}: is missing"
 
 
+@needs_shared
 @pytest.mark.parametrize("field", REQUIRED)
 def test_parse_event_names_the_missing_field(field: str) -> None:
     with pytest.raises(IncompleteBody) as caught:
@@ -175,6 +183,7 @@ def test_parse_event_names_the_missing_field(field: str) -> None:
     assert caught.value.field == field
 
 
+@needs_shared
 @pytest.mark.parametrize("field", ["pull_request", "repository"])
 def test_check_shape_names_a_missing_object(field: str) -> None:
     with pytest.raises(IncompleteBody) as caught:
@@ -182,6 +191,7 @@ def test_check_shape_names_a_missing_object(field: str) -> None:
     assert caught.value.field == field
 
 
+@needs_shared
 @pytest.mark.parametrize(
     ("path", "value"),
     [
@@ -224,6 +234,7 @@ def test_malformed_and_incomplete_are_value_errors() -> None:
     assert not issubclass(MalformedBody, IncompleteBody)
 
 
+@needs_shared
 def test_unknown_extra_keys_are_ignored() -> None:
     payload = opened()
     payload["brand_new_top_level_field"] = {"nested": [1, 2, 3]}
@@ -251,6 +262,7 @@ def test_optional_fields_may_be_absent() -> None:
     assert pr.base.ref is None and pr.user.login is None
 
 
+@needs_shared
 def test_null_title_draft_and_labels_are_tolerated() -> None:
     payload = opened()
     payload["pull_request"].update({"title": None, "draft": None, "labels": None})

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.paths import EXAMPLES, SHARED
+from tests.paths import EXAMPLES, SHARED, needs_shared
 from tracker.config import TrackerConfig, load_config
 from tracker.core.classify import Category, ChangedFile, Rules, classify_head
 from tracker.core.taxonomy import HighlightConfig, ThemeConfig
@@ -518,6 +518,7 @@ def substantive() -> dict[int, ThemeChoice]:
     return themed
 
 
+@needs_shared
 @pytest.mark.parametrize(
     ("number", "expected_theme", "expected_highlight"),
     [
@@ -564,6 +565,7 @@ def test_real_prs(number: int, expected_theme: str, expected_highlight: str) -> 
     assert (choice.theme_id, choice.highlight_id) == (expected_theme, expected_highlight)
 
 
+@needs_shared
 def test_few_real_prs_fall_back_to_the_layout() -> None:
     themed = substantive()
     assert len(themed) == 782
@@ -571,6 +573,7 @@ def test_few_real_prs_fall_back_to_the_layout() -> None:
     assert len(fallback) / len(themed) < 0.02, fallback  # measured: 1 of 782 (0.1 %)
 
 
+@needs_shared
 def test_every_real_pr_gets_named_theme_and_highlight() -> None:
     for number, choice in substantive().items():
         assert ID.match(choice.theme_id) and ID.match(choice.highlight_id), number
@@ -578,6 +581,7 @@ def test_every_real_pr_gets_named_theme_and_highlight() -> None:
         assert choice.highlight_en.strip() and choice.highlight_zh.strip(), number
 
 
+@needs_shared
 def test_every_shipped_theme_is_used_and_none_dominates_a_month() -> None:
     by_month: dict[str, Counter[str]] = defaultdict(Counter)
     for number, choice in substantive().items():
@@ -590,6 +594,7 @@ def test_every_shipped_theme_is_used_and_none_dominates_a_month() -> None:
         assert max(counts.values()) / total < 0.25, (month, counts.most_common(3))  # measured: at most 20 %
 
 
+@needs_shared
 def test_dev_and_main_twins_land_in_the_same_theme() -> None:
     themed = substantive()
     pairs = same = 0

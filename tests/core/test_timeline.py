@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.factory import pr_payload
-from tests.paths import WEBHOOKS
+from tests.paths import WEBHOOKS, needs_shared
 from tracker.core.payloads import parse_pull_request_event
 from tracker.core.timeline import Activity, Fact, FactKind, PRState, facts_of, ordered, state_before
 from tracker.core.window import Month, month_window
@@ -45,6 +45,7 @@ T2 = "2026-09-04T10:00:00Z"
 # --- facts_of -----------------------------------------------------------------------------------
 
 
+@needs_shared
 @pytest.mark.parametrize(
     ("action", "fields", "expected"),
     [
@@ -111,29 +112,34 @@ def test_facts_of(action: str, fields: dict[str, Any], expected: set[Fact]) -> N
     assert len(facts) == len(expected)
 
 
+@needs_shared
 def test_facts_of_uses_payload_times_not_arrival() -> None:
     # A synchronize delivered long after the push is still stamped with the payload's updated_at.
     facts = facts_of(event("synchronize", created_at="2026-08-31T15:59:59Z", updated_at="2026-09-30T16:00:00Z"))
     assert set(facts) == {Fact(OPENED, utc(2026, 8, 31, 15, 59, 59)), Fact(COMMIT, utc(2026, 9, 30, 16))}
 
 
+@needs_shared
 def test_facts_of_a_merge_is_not_also_a_close() -> None:
     facts = facts_of(event("closed", created_at=T0, closed_at=T1, merged_at=T1))
     assert CLOSED not in {fact.kind for fact in facts}
 
 
+@needs_shared
 def test_facts_of_github_example_closed_payload() -> None:
     document = (WEBHOOKS / "pull_request.closed.json").read_bytes()
     facts = facts_of(parse_pull_request_event(document))
     assert set(facts) == {Fact(OPENED, utc(2019, 5, 15, 15, 20, 33)), Fact(CLOSED, utc(2019, 5, 15, 15, 21, 18))}
 
 
+@needs_shared
 def test_facts_of_github_example_synchronize_payload() -> None:
     document = (WEBHOOKS / "pull_request.synchronize.json").read_bytes()
     facts = facts_of(parse_pull_request_event(document))
     assert set(facts) == {Fact(OPENED, utc(2019, 5, 15, 15, 20, 33)), Fact(COMMIT, utc(2019, 5, 15, 15, 20, 33))}
 
 
+@needs_shared
 def test_facts_of_github_example_labeled_payload() -> None:
     document = (WEBHOOKS / "pull_request.labeled.json").read_bytes()
     assert facts_of(parse_pull_request_event(document)) == [Fact(OPENED, utc(2019, 5, 15, 15, 20, 33))]

@@ -237,11 +237,15 @@ def test_current_means_todays_month_up_to_today() -> None:
     assert window.final is False
 
 
-def test_current_on_the_last_day_is_final() -> None:
+def test_current_on_the_last_day_is_not_final_until_the_day_ends() -> None:
+    # SEMANTICS, "Window": the last day's report is final only once that day has ended.
     window = resolve_window("current", None, "UTC", date(2026, 9, 30))
     assert window.month == Month(2026, 9)
-    assert window.final is True
+    assert window.cutoff == date(2026, 9, 30) and window.final is False
     assert (window.start, window.end) == (utc(2026, 9, 1), utc(2026, 10, 1))
+    # The next day, the same month at the same cutoff is final.
+    assert resolve_window("2026-09", None, "UTC", date(2026, 10, 1)).final is True
+    assert resolve_window("2026-09", "2026-09-30", "UTC", date(2026, 10, 1)).final is True
 
 
 def test_current_with_an_explicit_cutoff() -> None:

@@ -29,7 +29,7 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 from tests.conftest import SECRET, fixture_payload, post, run_jobs, running_app
-from tests.paths import FIXTURES
+from tests.paths import FIXTURES, require_shared
 from tracker.github.app import TOKEN_MARGIN, AppNotInstalled, GitHubApp
 from tracker.github.client import GitHubClient, RequestRefused
 from tracker.services import Services
@@ -37,6 +37,8 @@ from tracker.settings import Settings, SettingsError, load_settings
 from tracker.store.installations import InstallationStore
 from workers.jobs import fetch_head_files
 from workers.runtime import current
+
+require_shared()  # GitHub's example answers below come from ../shared
 
 APP_ID = 424242
 PERSONAL_TOKEN = "ghp_personal-token-for-tests"

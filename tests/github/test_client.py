@@ -7,8 +7,12 @@ from typing import Any
 
 import pytest
 
-from tests.fake_github import FakeGitHub, Scripted
-from tracker.github.client import GitHubClient, RateLimited, RequestRefused, Unavailable
+from tests.paths import require_shared
+
+require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
+
+from tests.fake_github import FakeGitHub, Scripted  # noqa: E402
+from tracker.github.client import GitHubClient, RateLimited, RequestRefused, Unavailable  # noqa: E402
 
 REPO = "NVIDIA/Megatron-LM"
 

@@ -12,13 +12,17 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.conftest import post, release_due_jobs, run_jobs
-from tests.factory import PullRequestStory
-from tests.fake_github import FakeGitHub, Scripted
-from tracker.config import load_config
-from tracker.store.rebuild import rebuild
-from tracker.web.context import services
-from workers import runtime
+from tests.paths import require_shared
+
+require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
+
+from tests.conftest import post, release_due_jobs, run_jobs  # noqa: E402
+from tests.factory import PullRequestStory  # noqa: E402
+from tests.fake_github import FakeGitHub, Scripted  # noqa: E402
+from tracker.config import load_config  # noqa: E402
+from tracker.store.rebuild import rebuild  # noqa: E402
+from tracker.web.context import services  # noqa: E402
+from workers import runtime  # noqa: E402
 
 REPO = "NVIDIA/Megatron-LM"
 MONTH = f"/api/v1/repos/{REPO}/months/2026-09"

@@ -8,9 +8,13 @@ from typing import Any
 
 import pytest
 
-from tests.fake_github import FakeGitHub, Scripted
-from tracker.github.client import GitHubClient, RateLimited, RequestRefused, Unavailable
-from tracker.github.issues import (
+from tests.paths import require_shared
+
+require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
+
+from tests.fake_github import FakeGitHub, Scripted  # noqa: E402
+from tracker.github.client import GitHubClient, RateLimited, RequestRefused, Unavailable  # noqa: E402
+from tracker.github.issues import (  # noqa: E402
     BODY_LIMIT,
     carries_marker,
     content_hash,

@@ -10,16 +10,23 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+from flask import Flask
 from werkzeug.serving import make_server
 
-from tests.conftest import running_app
-from tests.fake_github import FakeGitHub
+from tests.paths import require_shared
+
+require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
+
+from tests.conftest import running_app  # noqa: E402
+from tests.fake_github import FakeGitHub  # noqa: E402
 from tests.paths import ROOT  # noqa: E402
-from tests.scenario import REPO, deliver, megatron_month
-from tracker.settings import Settings
+from tests.scenario import REPO, deliver, megatron_month  # noqa: E402
+from tracker.settings import Settings  # noqa: E402
 
 OUTPUT = ROOT / "test-output"
 CHROMIUM = "/usr/bin/chromium"
@@ -66,13 +73,24 @@ def served_report(settings: Settings, github: FakeGitHub) -> Iterator[str]:
     with running_app(settings.model_copy(update={"config_path": config})) as app:
         client = app.test_client()
         deliver(megatron_month(count=30), app, client, github)
-        server = make_server("127.0.0.1", 0, app, threaded=True)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{server.server_port}"
-        finally:
-            server.shutdown()
+        yield from _served(app)
+
+
+@pytest.fixture
+def served_empty(settings: Settings) -> Iterator[str]:
+    """The service before any delivery."""
+    with running_app(settings) as app:
+        yield from _served(app)
+
+
+def _served(app: Flask) -> Iterator[str]:
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
 
 
 @pytest.mark.parametrize("lang", ["en", "zh-CN"])
@@ -120,3 +138,84 @@ def test_the_html_report_in_headless_chromium(served_report: str, lang: str) -> 
             browser.close()
     assert problems == []
     assert all(r.startswith(served_report) for r in requests), [r for r in requests if not r.startswith(served_report)]
+
+
+UNKNOWN = "/reports/someone/else/current.html"
+
+
+def expected_404(problems: list[str]) -> None:
+    """Chromium logs a console error for every 404 answer, the one asked for on purpose included."""
+    problems[:] = [p for p in problems if not ("status of 404" in p and p.endswith(f"{UNKNOWN})"))]
+
+
+@contextmanager
+def chromium_page(base: str) -> Iterator[tuple[Any, list[str]]]:
+    """A page of a headless Chromium, and the problems it saw (console errors, page errors, and any
+    request to another host than `base`)."""
+    from playwright.sync_api import sync_playwright
+
+    executable = ensure_chromium()
+    OUTPUT.mkdir(exist_ok=True)
+    problems: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.on(
+                "console",
+                lambda m: (
+                    problems.append(f"{m.type}: {m.text} ({m.location.get('url')})") if m.type == "error" else None
+                ),
+            )
+            page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+            page.on("request", lambda r: None if r.url.startswith(base) else problems.append(f"request: {r.url}"))
+            yield page, problems
+        finally:
+            browser.close()
+
+
+def test_the_index_without_data_says_how_to_begin(served_empty: str) -> None:
+    with chromium_page(served_empty) as (page, problems):
+        answer = page.goto(f"{served_empty}/")
+        assert answer is not None and answer.status == 200
+        text = page.locator("body").inner_text()
+        assert "tracker demo" in text
+        assert "cloudflared tunnel --url http://127.0.0.1:8000" in text and "ngrok http 8000" in text
+        assert "127.0.0.1:8000/webhook" not in text
+        page.screenshot(path=str(OUTPUT / "index-empty.png"), full_page=True)
+        # An unknown repository's page, in the browser, is a page (404) that leads back here.
+        answer = page.goto(f"{served_empty}{UNKNOWN}")
+        assert answer is not None and answer.status == 404
+        expected_404(problems)
+        assert "no deliveries have been received for someone/else" in page.locator("#message").inner_text()
+        with page.expect_navigation():
+            page.click("text=All repositories and months")
+        assert page.url == f"{served_empty}/"
+    assert problems == []
+
+
+def test_the_index_leads_to_a_months_html_report(served_report: str) -> None:
+    with chromium_page(served_report) as (page, problems):
+        answer = page.goto(f"{served_report}/")
+        assert answer is not None and answer.status == 200
+        assert page.locator("h2", has_text=REPO).count() == 1
+        months = page.locator("section.repository a.month:not(.current)")
+        assert months.count() >= 1
+        assert page.locator("section.repository a.month.current").count() == 1
+        page.screenshot(path=str(OUTPUT / "index.png"), full_page=True)
+        month = months.first.inner_text()
+        assert month == "2026-05"
+        with page.expect_navigation():
+            months.first.click()
+        assert page.url == f"{served_report}/reports/{REPO}/2026-05.html"
+        assert page.locator("#daily-activity svg").count() == 1
+        assert page.locator("article.theme a.cite").count() >= 10
+        # The error page of an unknown repository links the known ones' month to date.
+        answer = page.goto(f"{served_report}{UNKNOWN}")
+        assert answer is not None and answer.status == 404
+        expected_404(problems)
+        with page.expect_navigation():
+            page.click(f"#repositories a:has-text('{REPO}')")
+        assert page.url == f"{served_report}/reports/{REPO}/current.html"
+        assert page.locator("nav.controls").count() == 1  # the report page, with its cutoff picker
+    assert problems == []

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.factory import PullRequestStory
-from tests.paths import ROOT
+from tests.paths import ROOT, needs_shared
 from tracker.core.classify import ChangedFile, Rules
 from tracker.core.derive import derive
 from tracker.store.database import connect
@@ -86,6 +86,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return environment
 
 
+@needs_shared
 def test_a_plain_install_renders_reports(installed: Path, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.sqlite3'}"
     write_ledger(url)

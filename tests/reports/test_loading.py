@@ -18,6 +18,7 @@ from redis import Redis
 
 from tests import factory
 from tests.factory import PullRequestStory
+from tests.paths import needs_shared
 from tests.tracking import Tracker
 from tracker.config import RepositoryConfig, TrackerConfig
 from tracker.core.report import Report
@@ -107,21 +108,25 @@ def test_an_unknown_repository_is_named(tracker: Tracker) -> None:
     with pytest.raises(UnknownRepository) as caught:
         resolve(tracker.state, tracker.config, "acme/widgets", "2026-09", None, today=TODAY)
     assert "acme/widgets" in str(caught.value)
-    assert str(caught.value) == "no deliveries have been received for acme/widgets"
+    assert str(caught.value).startswith("no deliveries have been received for acme/widgets")
+    assert "ledger" in str(caught.value)  # where it looked
     assert isinstance(caught.value, LookupError)
 
 
+@needs_shared
 def test_another_repository_stays_unknown_once_one_is_known(filled: Tracker) -> None:
     with pytest.raises(UnknownRepository, match="NVIDIA/Megatron"):
         resolve(filled.state, filled.config, "NVIDIA/Megatron", "2026-09", None, today=TODAY)
 
 
+@needs_shared
 @pytest.mark.parametrize("month", ["2026-13", "26-09", "current-ish", "2026-00", "2026-9", "September", ""])
 def test_a_bad_month_is_a_window_error(filled: Tracker, month: str) -> None:
     with pytest.raises(WindowError, match="is not a month"):
         resolve(filled.state, filled.config, REPO, month, None, today=TODAY)
 
 
+@needs_shared
 @pytest.mark.parametrize(
     ("cutoff", "message"),
     [
@@ -137,6 +142,7 @@ def test_a_cutoff_outside_the_month_is_a_window_error(filled: Tracker, cutoff: s
     assert str(caught.value) == message
 
 
+@needs_shared
 def test_a_month_or_cutoff_in_the_future_is_a_window_error(filled: Tracker) -> None:
     with pytest.raises(WindowError, match="has not started yet"):
         resolve(filled.state, filled.config, REPO, "2026-11", None, today=TODAY)
@@ -144,6 +150,7 @@ def test_a_month_or_cutoff_in_the_future_is_a_window_error(filled: Tracker) -> N
         resolve(filled.state, filled.config, REPO, "2026-10", "2026-10-06", today=TODAY)
 
 
+@needs_shared
 @pytest.mark.parametrize(
     "asked", ["NVIDIA/Megatron-LM", "nvidia/megatron-lm", "NVIDIA/MEGATRON-LM", "nViDiA/MeGaTrOn-Lm"]
 )
@@ -157,6 +164,7 @@ def test_a_repository_resolves_to_its_stored_spelling_whatever_the_case(filled: 
     assert request.window.final is False
 
 
+@needs_shared
 def test_a_past_month_defaults_to_its_final_day(filled: Tracker) -> None:
     request = resolve(filled.state, filled.config, REPO, "2026-09", None, today=TODAY)
     assert request.window.cutoff == date(2026, 9, 30)
@@ -164,6 +172,7 @@ def test_a_past_month_defaults_to_its_final_day(filled: Tracker) -> None:
     assert (request.window.start, request.window.end) == (utc(8, 31, 16), utc(9, 30, 16))
 
 
+@needs_shared
 def test_current_is_the_month_of_today_up_to_today(filled: Tracker) -> None:
     request = resolve(filled.state, filled.config, REPO, "current", None, today=date(2026, 9, 13))
     assert str(request.window.month) == "2026-09"
@@ -172,12 +181,14 @@ def test_current_is_the_month_of_today_up_to_today(filled: Tracker) -> None:
     assert (request.window.start, request.window.end) == (utc(8, 31, 16), utc(9, 13, 16))
 
 
+@needs_shared
 def test_current_with_an_explicit_cutoff(filled: Tracker) -> None:
     request = resolve(filled.state, filled.config, REPO, "current", "2026-09-02", today=date(2026, 9, 13))
     assert request.window.cutoff == date(2026, 9, 2)
     assert request.window.end == utc(9, 2, 16)
 
 
+@needs_shared
 def test_current_uses_the_time_zone_configured_for_the_repository(filled: Tracker) -> None:
     config = TrackerConfig(repositories={"nvidia/megatron-lm": RepositoryConfig(timezone="UTC")})
     request = resolve(filled.state, config, REPO, "current", None, today=date(2026, 10, 1))
@@ -186,21 +197,33 @@ def test_current_uses_the_time_zone_configured_for_the_repository(filled: Tracke
     assert (request.window.start, request.window.end) == (utc(10, 1), utc(10, 2))
 
 
-@pytest.mark.xfail(
-    reason="SEMANTICS ('Window') makes a report on the month's last day final only once that day has ended "
-    "in the repository's time zone; resolve() marks `current` on the last day (still running) final, as the "
-    "README and tests/core/test_window.py::test_current_on_the_last_day_is_final say",
-    strict=False,
-)
+@needs_shared
 def test_current_on_the_last_day_while_it_runs_is_partial(filled: Tracker) -> None:
     request = resolve(filled.state, filled.config, REPO, "current", None, today=date(2026, 9, 30))
     assert request.window.cutoff == date(2026, 9, 30)
     assert request.window.final is False
 
 
+def test_the_last_day_at_noon_is_titled_through_and_final_the_next_day(filled: Tracker) -> None:
+    # Noon on September 30 in Shanghai: the day has not ended, so the report is not final yet.
+    noon = resolve(filled.state, filled.config, REPO, "current", None, today=date(2026, 9, 30))
+    report = report_for(filled.state, filled.config, noon)
+    english = render(report, "md", "en").splitlines()[0]
+    chinese = render(report, "md", "zh-CN").splitlines()[0]
+    assert english.endswith("— September 2026 (through September 30, 2026)"), english
+    assert chinese.endswith("（截至2026-09-30）") and "最终版" not in chinese, chinese
+    assert json.loads(render(report, "json", "en"))["final"] is False
+    # October 1: the same month through the same day is the final report.
+    after = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-30", today=date(2026, 10, 1))
+    final = report_for(filled.state, filled.config, after)
+    assert render(final, "md", "en").splitlines()[0].endswith("(Final, through September 30, 2026)")
+    assert render(final, "md", "zh-CN").splitlines()[0].endswith("（最终版，截至2026-09-30）")
+
+
 # --- snapshots and reports from the ledger ------------------------------------------------------
 
 
+@needs_shared
 def test_load_snapshot_at_a_partial_cutoff(filled: Tracker) -> None:
     snapshot = load_snapshot(filled.state, filled.config, "nvidia/megatron-lm", "2026-09", "2026-09-13", today=TODAY)
     document = snapshot.as_dict()
@@ -231,6 +254,7 @@ def test_load_snapshot_at_a_partial_cutoff(filled: Tracker) -> None:
     assert prs[4]["evidence"]["rule"] == "all_files_test"
 
 
+@needs_shared
 def test_load_snapshot_of_the_final_day(filled: Tracker) -> None:
     snapshot = load_snapshot(filled.state, filled.config, REPO, "2026-09", None, today=TODAY)
     document = snapshot.as_dict()
@@ -243,12 +267,14 @@ def test_load_snapshot_of_the_final_day(filled: Tracker) -> None:
     }
 
 
+@needs_shared
 def test_a_month_without_activity_is_empty(filled: Tracker) -> None:
     snapshot = load_snapshot(filled.state, filled.config, REPO, "2026-08", None, today=TODAY)
     assert snapshot.pull_requests == ()
     assert snapshot.stats.as_dict() == {"opened": 0, "merged": 0, "closed_unmerged": 0, "active_at_cutoff": 0}
 
 
+@needs_shared
 def test_snapshot_for_is_load_snapshot_of_the_resolved_request(filled: Tracker) -> None:
     request = resolve(filled.state, filled.config, "NVIDIA/megatron-LM", "2026-09", "2026-09-13", today=TODAY)
     by_request = snapshot_for(filled.state, filled.config, request)
@@ -258,6 +284,7 @@ def test_snapshot_for_is_load_snapshot_of_the_resolved_request(filled: Tracker) 
     assert json.loads(snapshot_json(by_request))["repo"] == "NVIDIA/Megatron-LM"
 
 
+@needs_shared
 def test_report_for_cites_the_base_branch_at_the_cutoff(filled: Tracker) -> None:
     partial = report_for(
         filled.state, filled.config, resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
@@ -278,6 +305,7 @@ def test_report_for_cites_the_base_branch_at_the_cutoff(filled: Tracker) -> None
     assert len(partial.days) == 13 and len(final.days) == 30
 
 
+@needs_shared
 def test_report_for_renders_the_same_bytes_each_time(filled: Tracker) -> None:
     request = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
     for fmt, lang in [("md", "en"), ("md", "zh-CN"), ("html", "en"), ("json", "en")]:
@@ -288,6 +316,7 @@ def test_report_for_renders_the_same_bytes_each_time(filled: Tracker) -> None:
     assert "([main #2](https://github.com/NVIDIA/Megatron-LM/pull/2))" in markdown
 
 
+@needs_shared
 def test_pending_files_then_their_arrival(tracker: Tracker) -> None:
     tracker.deliver(PullRequestStory(7, shanghai(9, 9), repo=REPO, title="Tune the loader").opened().deliveries)
     before = load_snapshot(tracker.state, tracker.config, REPO, "2026-09", "2026-09-13", today=TODAY)
@@ -316,6 +345,7 @@ def render_keys(redis: Redis) -> set[bytes]:
     return set(redis.scan_iter(match="tracker:render:*"))
 
 
+@needs_shared
 def test_a_rendered_report_is_cached_and_served_from_the_cache(filled: Tracker, redis: Redis) -> None:
     request = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
     assert render_keys(redis) == set()
@@ -336,6 +366,7 @@ def test_a_rendered_report_is_cached_and_served_from_the_cache(filled: Tracker, 
     assert len(render_keys(redis)) == 3
 
 
+@needs_shared
 def test_a_new_delivery_for_the_month_is_never_served_stale(filled: Tracker, redis: Redis) -> None:
     request = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
     first = rendered(filled.state, filled.config, request, "md", "en", cache=redis)
@@ -367,6 +398,7 @@ def test_a_new_delivery_for_the_month_is_never_served_stale(filled: Tracker, red
     assert not any(line.startswith("- Awaiting") for line in third.splitlines())
 
 
+@needs_shared
 def test_a_new_ledger_generation_is_never_served_stale(filled: Tracker, redis: Redis) -> None:
     request = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
     first = rendered(filled.state, filled.config, request, "json", "en", cache=redis)
@@ -377,6 +409,7 @@ def test_a_new_ledger_generation_is_never_served_stale(filled: Tracker, redis: R
     assert len(render_keys(redis)) == 2
 
 
+@needs_shared
 def test_another_cutoff_is_another_key(filled: Tracker, redis: Redis) -> None:
     partial = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
     final = resolve(filled.state, filled.config, REPO, "2026-09", None, today=TODAY)
@@ -387,6 +420,7 @@ def test_another_cutoff_is_another_key(filled: Tracker, redis: Redis) -> None:
     assert len(render_keys(redis)) == 2
 
 
+@needs_shared
 def test_without_a_cache_nothing_is_stored(filled: Tracker, redis: Redis) -> None:
     request = MonthRequest(
         "NVIDIA/Megatron-LM", resolve(filled.state, filled.config, REPO, "2026-09", None, today=TODAY).window
@@ -396,6 +430,7 @@ def test_without_a_cache_nothing_is_stored(filled: Tracker, redis: Redis) -> Non
     assert render_keys(redis) == set()
 
 
+@needs_shared
 def test_the_json_document_is_cached_once_for_every_language(filled: Tracker, redis: Redis) -> None:
     request = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
     english = rendered(filled.state, filled.config, request, "json", "en", cache=redis)
@@ -404,6 +439,7 @@ def test_the_json_document_is_cached_once_for_every_language(filled: Tracker, re
     assert len(render_keys(redis)) == 1
 
 
+@needs_shared
 def test_the_cache_keeps_at_most_its_bound_dropping_the_least_recently_used(
     filled: Tracker, redis: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -432,6 +468,7 @@ def test_the_cache_keeps_at_most_its_bound_dropping_the_least_recently_used(
         assert 0 < redis.ttl(key) <= cache.CACHE_SECONDS  # every entry expires
 
 
+@needs_shared
 def test_an_entry_larger_than_the_bound_is_not_kept(
     filled: Tracker, redis: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -444,6 +481,7 @@ def test_an_entry_larger_than_the_bound_is_not_kept(
     assert render_keys(redis) == set()
 
 
+@needs_shared
 def test_text_rendered_by_other_code_is_never_served(
     filled: Tracker, redis: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import Engine
 
 from tests.factory import PullRequestStory
+from tests.paths import needs_shared
 from tests.tracking import Tracker
 from tracker.config import RepositoryConfig, TrackerConfig
 from tracker.core.window import Month, WindowError, month_window
@@ -31,6 +32,8 @@ from tracker.store.heads import HeadStore
 from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState
 from tracker.store.records import DOCUMENTS, MonthRecord, RecordStore
+
+pytestmark = needs_shared
 
 SHANGHAI = "Asia/Shanghai"
 REPO = "octo-org/octo-repo"

@@ -13,13 +13,17 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.conftest import post, run_jobs, running_app
-from tests.fake_github import FakeGitHub
+from tests.paths import require_shared
+
+require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
+
+from tests.conftest import post, run_jobs, running_app  # noqa: E402
+from tests.fake_github import FakeGitHub  # noqa: E402
 from tests.paths import ROOT  # noqa: E402
-from tests.scenario import REPO, deliver, megatron_month
-from tracker.settings import Settings
-from tracker.store.rebuild import rebuild
-from tracker.web.context import services
+from tests.scenario import REPO, deliver, megatron_month  # noqa: E402
+from tracker.settings import Settings  # noqa: E402
+from tracker.store.rebuild import rebuild  # noqa: E402
+from tracker.web.context import services  # noqa: E402
 
 EXAMPLE_CONFIG = ROOT / "examples" / "megatron-lm.yaml"
 GOLDEN = Path(__file__).resolve().parent / "golden"

@@ -7,8 +7,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from tests.conftest import fixture_payload, post, run_jobs
+from tests.paths import needs_shared
 from tracker.reports import cache
 from tracker.web.context import services
+
+pytestmark = needs_shared
 
 
 def test_every_cutoff_in_both_languages_keeps_the_cache_within_its_bound(

@@ -17,9 +17,12 @@ from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
 from tests.conftest import fixture_payload, post, run_jobs, signed_headers
+from tests.paths import needs_shared
 from tracker.store.schema import deliveries
 from tracker.web.context import MAX_BODY_BYTES, services
 from tracker.web.signature import sign
+
+pytestmark = needs_shared
 
 
 def stored(app: Flask) -> int:

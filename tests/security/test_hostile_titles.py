@@ -26,6 +26,9 @@ from flask.testing import FlaskClient
 
 from tests.conftest import post, run_jobs
 from tests.factory import Delivery, delivery, pr_payload
+from tests.paths import needs_shared
+
+pytestmark = needs_shared
 
 REPO = "NVIDIA/Megatron-LM"
 MONTH = f"/reports/{REPO}/2026-09"

@@ -23,6 +23,7 @@ from pydantic import SecretStr
 
 from tests.conftest import post, run_jobs, running_app
 from tests.factory import pr_payload
+from tests.paths import needs_shared
 from tracker.cli import main
 from tracker.settings import Settings
 from tracker.web.access import sign_link
@@ -72,11 +73,18 @@ def link(month: str = "2026-05", repo: str = PRIVATE, cutoff: str | None = None,
 
 
 def error(answer: Any) -> str:
+    """The error's text: the JSON answer's `error`, or an HTML page's text (a browser's .html)."""
+    if answer.mimetype == "text/html":
+        import html
+        import re
+
+        return html.unescape(re.sub(r"<[^>]+>", "", answer.get_data(as_text=True)))
     message = answer.get_json()["error"]
     assert isinstance(message, str)
     return message
 
 
+@needs_shared
 def test_a_public_repository_is_unchanged(private: tuple[Flask, FlaskClient]) -> None:
     _, client = private
     for path in (
@@ -91,6 +99,7 @@ def test_a_public_repository_is_unchanged(private: tuple[Flask, FlaskClient]) ->
         assert client.get(path, query_string={"token": "garbage"}).get_data() == answer.get_data()
 
 
+@needs_shared
 @pytest.mark.parametrize(
     "path",
     [
@@ -116,6 +125,7 @@ def test_anonymous_readers_get_401_saying_how_to_get_access(private: tuple[Flask
     assert "Work 1" not in answer.get_data(as_text=True)
 
 
+@needs_shared
 def test_the_admin_token_opens_every_report(private: tuple[Flask, FlaskClient]) -> None:
     _, client = private
     for path in (
@@ -132,6 +142,7 @@ def test_the_admin_token_opens_every_report(private: tuple[Flask, FlaskClient]) 
     assert client.get(f"/reports/{PRIVATE}/2026-05.md", headers=lower).status_code == 200
 
 
+@needs_shared
 def test_a_wrong_bearer_token_is_403(private: tuple[Flask, FlaskClient]) -> None:
     _, client = private
     answer = client.get(f"/reports/{PRIVATE}/2026-05.md", headers={"Authorization": "Bearer test-admin-tokeN"})
@@ -140,6 +151,7 @@ def test_a_wrong_bearer_token_is_403(private: tuple[Flask, FlaskClient]) -> None
     assert "test-admin-token" not in answer.get_data(as_text=True)
 
 
+@needs_shared
 def test_a_valid_link_opens_every_format_and_language_of_its_month(private: tuple[Flask, FlaskClient]) -> None:
     _, client = private
     token = link()
@@ -176,6 +188,7 @@ class _Controls(HTMLParser):
             self.form_fields[found["name"]] = found.get("value", "")
 
 
+@needs_shared
 def test_the_page_opened_with_a_link_keeps_the_token_in_its_own_links(private: tuple[Flask, FlaskClient]) -> None:
     _, client = private
     token = link()
@@ -204,6 +217,7 @@ def test_the_page_opened_with_a_link_keeps_the_token_in_its_own_links(private: t
         assert token not in text
 
 
+@needs_shared
 def test_an_expired_link_is_403_saying_when_it_expired(private: tuple[Flask, FlaskClient]) -> None:
     _, client = private
     signed = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=3)
@@ -221,6 +235,7 @@ def flipped(token: str, index: int) -> str:
     return token[:index] + ("B" if token[index] != "B" else "C") + token[index + 1 :]
 
 
+@needs_shared
 def test_a_tampered_link_is_403_and_says_so(private: tuple[Flask, FlaskClient]) -> None:
     _, client = private
     token = link()
@@ -244,6 +259,7 @@ def test_a_tampered_link_is_403_and_says_so(private: tuple[Flask, FlaskClient]) 
         assert tampered not in answer.get_data(as_text=True)
 
 
+@needs_shared
 def test_a_link_for_another_repository_is_403(private: tuple[Flask, FlaskClient]) -> None:
     _, client = private
     answer = client.get(f"/reports/{PRIVATE}/2026-05.md", query_string={"token": link(repo="Secret-Org/Other")})
@@ -251,6 +267,7 @@ def test_a_link_for_another_repository_is_403(private: tuple[Flask, FlaskClient]
     assert error(answer).startswith(f"the link is for another repository, not {PRIVATE}")
 
 
+@needs_shared
 def test_a_link_opens_only_its_month_and_its_cutoff(private: tuple[Flask, FlaskClient]) -> None:
     _, client = private
     april = client.get(f"/reports/{PRIVATE}/2026-05.md", query_string={"token": link(month="2026-04")})
@@ -268,6 +285,7 @@ def test_a_link_opens_only_its_month_and_its_cutoff(private: tuple[Flask, FlaskC
     assert error(other) == f"the link is for {PRIVATE} 2026-05 at the cutoff 2026-05-31, not 2026-05-10"
 
 
+@needs_shared
 def test_links_are_refused_with_503_while_the_link_secret_is_unset(settings: Settings, config_file: Path) -> None:
     with running_app(with_links(settings, config_file, secret=None)) as app:
         client = app.test_client()
@@ -279,6 +297,7 @@ def test_links_are_refused_with_503_while_the_link_secret_is_unset(settings: Set
         assert client.get(f"/reports/{PRIVATE}/2026-05.md", headers=ADMIN).status_code == 200
 
 
+@needs_shared
 def test_lists_leave_private_repositories_out_for_anonymous_visitors(private: tuple[Flask, FlaskClient]) -> None:
     _, client = private
     anonymous = client.get("/api/v1/repos").get_json()["repositories"]
@@ -294,6 +313,7 @@ def test_lists_leave_private_repositories_out_for_anonymous_visitors(private: tu
     assert PRIVATE in client.get("/", headers=ADMIN).get_data(as_text=True)
 
 
+@needs_shared
 def test_no_answer_shows_a_secret(private: tuple[Flask, FlaskClient]) -> None:
     _, client = private
     expired = link(lifetime=timedelta(minutes=1), now=datetime.now(UTC) - timedelta(hours=1))
@@ -308,6 +328,7 @@ def test_no_answer_shows_a_secret(private: tuple[Flask, FlaskClient]) -> None:
         assert "test-admin-token" not in text
 
 
+@needs_shared
 def test_tracker_link_prints_a_working_url(
     private: tuple[Flask, FlaskClient], config_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -364,6 +385,7 @@ def test_tracker_link_refuses_what_the_server_would(
     assert made.stdout == ""
 
 
+@needs_shared
 def test_status_and_records_keep_a_private_repository_to_the_admin(private: tuple[Flask, FlaskClient]) -> None:
     _, client = private
     anonymous = client.get("/api/v1/status").json

@@ -23,6 +23,7 @@ from redis import Redis
 
 from tests.conftest import SECRET
 from tests.factory import Delivery, PullRequestStory
+from tests.paths import needs_shared
 from tests.test_cli import TRACKER, clean_env, free_port, wait_healthy
 from tracker.store.database import connect
 from tracker.store.ledger import FAILED, PENDING, PROCESSED, Ledger
@@ -148,6 +149,7 @@ def web(data_dir: Path, private_redis: RedisServer) -> Iterator[str]:
         process.wait(30)
 
 
+@needs_shared
 def test_a_hung_redis_costs_the_webhook_a_second_and_healthz_answers_503(
     web: str, private_redis: RedisServer, data_dir: Path
 ) -> None:
@@ -177,6 +179,7 @@ def test_a_hung_redis_costs_the_webhook_a_second_and_healthz_answers_503(
     assert answer.status_code == 200
 
 
+@needs_shared
 def test_a_dead_redis_costs_the_webhook_nothing_and_healthz_answers_503(
     web: str, private_redis: RedisServer, data_dir: Path
 ) -> None:
@@ -191,6 +194,7 @@ def test_a_dead_redis_costs_the_webhook_nothing_and_healthz_answers_503(
     assert ledger_of(data_dir).status_of(delivery_id) == PENDING
 
 
+@needs_shared
 def test_retry_failed_while_redis_hangs_answers_503_and_changes_nothing(
     data_dir: Path, private_redis: RedisServer
 ) -> None:
@@ -242,6 +246,7 @@ def test_retry_failed_while_redis_hangs_answers_503_and_changes_nothing(
         process.wait(30)
 
 
+@needs_shared
 def test_a_worker_waits_for_redis_and_then_sweeps(data_dir: Path) -> None:
     """Probe: a worker started before its Redis, whose Redis then dies and comes back. Before: a
     traceback and an exit every few seconds (the supervisor restarting it), 40 log lines per
@@ -282,6 +287,7 @@ def test_a_worker_waits_for_redis_and_then_sweeps(data_dir: Path) -> None:
     assert code == 0
 
 
+@needs_shared
 def test_the_sweep_waits_for_redis(data_dir: Path) -> None:
     server = RedisServer()
     ledger = ledger_of(data_dir)

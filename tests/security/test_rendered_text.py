@@ -22,6 +22,9 @@ from flask.testing import FlaskClient
 
 from tests.conftest import post, run_jobs
 from tests.factory import PullRequestStory
+from tests.paths import needs_shared
+
+pytestmark = needs_shared
 
 REPO = "acme/my_repo"
 MONTH, CUTOFF = "2026-05", "2026-05-20"

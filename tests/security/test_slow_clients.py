@@ -22,8 +22,11 @@ import pytest
 
 from tests.conftest import SECRET, signed_headers
 from tests.factory import PullRequestStory
+from tests.paths import needs_shared
 from tests.test_cli import TRACKER, clean_env, free_port, wait_healthy
 from tracker.web.server import RECEIVE_SECONDS
+
+pytestmark = needs_shared
 
 # Well inside GitHub's 10 seconds: a delivery waits for nothing but its own work.
 ANSWER_LIMIT = 3.0

@@ -11,6 +11,7 @@ from sqlalchemy import Engine, select
 
 from tests import factory
 from tests.factory import PullRequestStory
+from tests.paths import needs_shared
 from tracker.core.classify import Category, ChangedFile, HeadVerdict, Rules
 from tracker.core.derive import derive
 from tracker.store.heads import COMPARE, PULLS, UNAVAILABLE, HeadStore, WantedHead, verdict_from_row
@@ -138,6 +139,7 @@ def test_a_head_github_no_longer_has_is_known_without_a_verdict(engine: Engine, 
 # --- missing -----------------------------------------------------------------------------------
 
 
+@needs_shared
 def test_missing_lists_the_wanted_heads_without_files(engine: Engine, store: HeadStore) -> None:
     first = PullRequestStory(1, moment("2026-09-02T10:00:00+00:00")).opened()
     first.labeled(moment("2026-09-03T10:00:00+00:00"), "bug")  # a label costs no request
@@ -210,6 +212,7 @@ def test_stored_keeps_every_field_of_a_file(store: HeadStore) -> None:
 # --- months ------------------------------------------------------------------------------------
 
 
+@needs_shared
 def test_a_store_bumps_the_versions_of_the_pr_months(engine: Engine, store: HeadStore) -> None:
     state = MonthState(engine)
     story = PullRequestStory(1, moment("2026-09-28T10:00:00+00:00")).opened()
@@ -235,6 +238,7 @@ def test_a_store_bumps_the_versions_of_the_pr_months(engine: Engine, store: Head
     assert state.month_versions(REPO) == {"2026-09": 5, "2026-10": 4, "2026-11": 1, "2026-12": 1}
 
 
+@needs_shared
 def test_a_store_for_a_pr_without_activity_bumps_nothing(engine: Engine, store: HeadStore) -> None:
     receive(engine, PullRequestStory(2, moment("2026-09-28T10:00:00+00:00")).opened().deliveries[0])
     assert store.store(KEY, 1, SHA_A, CODE, truncated=False, source=PULLS, rules=Rules()) is True

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import Engine, delete, select, update
 
 from tests.factory import delivery, pr_payload
+from tests.paths import needs_shared
 from tracker.core.derive import derive
 from tracker.core.history import BACKFILL, RECONCILIATION, History, derive_history, observation_document, observation_id
 from tracker.services import Services
@@ -118,6 +119,7 @@ def test_a_changed_pr_is_a_new_observation(engine: Engine, history: HistoryStore
     assert history.observation_count() == 2
 
 
+@needs_shared
 def test_a_webhooks_push_and_the_backfills_commit_are_two_reports_of_one_fact(
     engine: Engine, history: HistoryStore
 ) -> None:
@@ -231,6 +233,7 @@ def test_coverage_intervals_grow_and_say_what_read_them(history: HistoryStore) -
     assert history.covered_until("nobody/here", RECONCILIATION) is None
 
 
+@needs_shared
 def test_webhooks_cover_from_the_first_instant_one_stamped_until_now(engine: Engine, history: HistoryStore) -> None:
     record(history)  # a backfill is not a webhook: no webhook interval
     now = utc("2026-06-10T00:00:00Z")

@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from tests import factory
 from tests.conftest import fixture_payload
 from tests.factory import PullRequestStory
+from tests.paths import needs_shared
 from tracker.store.ledger import FAILED, PENDING, PROCESSED, Delivery, DeliveryCounts, Ledger, now_ms
 from tracker.store.month_state import MonthState
 
@@ -63,6 +64,7 @@ def with_id(delivery: Delivery, delivery_id: str, received_at: int | None = None
 # --- storing and reading ------------------------------------------------------------------------
 
 
+@needs_shared
 def test_store_then_get_gives_back_every_field(ledger: Ledger) -> None:
     delivery = story_deliveries()[0]
     assert ledger.store(delivery) is True
@@ -80,6 +82,7 @@ def test_get_and_status_of_an_unknown_id_are_none(ledger: Ledger) -> None:
     assert ledger.status_of("no-such-delivery") is None
 
 
+@needs_shared
 def test_a_stored_delivery_is_pending_with_no_attempts(ledger: Ledger) -> None:
     delivery = story_deliveries()[0]
     ledger.store(delivery)
@@ -87,6 +90,7 @@ def test_a_stored_delivery_is_pending_with_no_attempts(ledger: Ledger) -> None:
     assert ledger.failures() == []
 
 
+@needs_shared
 def test_a_duplicate_id_is_refused_and_the_first_body_kept(ledger: Ledger) -> None:
     opened, pushed = story_deliveries()[:2]
     assert ledger.store(opened) is True
@@ -97,6 +101,7 @@ def test_a_duplicate_id_is_refused_and_the_first_body_kept(ledger: Ledger) -> No
     assert ledger.counts() == DeliveryCounts(received=1, processed=0, failed=0, pending=1)
 
 
+@needs_shared
 def test_a_known_digest_under_a_new_id_is_refused_in_one_transaction(ledger: Ledger) -> None:
     opened, pushed = story_deliveries()[:2]
     assert ledger.store(opened, digest="a" * 64) is True
@@ -113,6 +118,7 @@ def test_a_known_digest_under_a_new_id_is_refused_in_one_transaction(ledger: Led
     assert ledger.counts().received == 4
 
 
+@needs_shared
 def test_a_body_that_is_not_utf8_is_kept_byte_for_byte(ledger: Ledger) -> None:
     delivery = dataclasses.replace(
         story_deliveries()[0], body=b"payload=%7B%7D\x00\xff\xfe", content_type="application/x-www-form-urlencoded"
@@ -130,6 +136,7 @@ def test_counts_of_an_empty_ledger(ledger: Ledger) -> None:
     assert counts.as_dict() == {"received": 0, "processed": 0, "failed": 0, "pending": 0}
 
 
+@needs_shared
 def test_counts_by_status(ledger: Ledger, engine: Engine) -> None:
     opened, pushed, labeled, merged = story_deliveries()
     for delivery in (opened, pushed, labeled, merged):
@@ -142,6 +149,7 @@ def test_counts_by_status(ledger: Ledger, engine: Engine) -> None:
     assert counts.as_dict() == {"received": 4, "processed": 1, "failed": 1, "pending": 2}
 
 
+@needs_shared
 def test_ids_with_status_in_order_of_receipt_then_id(ledger: Ledger) -> None:
     opened, pushed, labeled, merged = story_deliveries(received_at=1_790_000_000_000)
     # Stored out of order; `labeled` and a ping share the instant of `pushed`.
@@ -155,6 +163,7 @@ def test_ids_with_status_in_order_of_receipt_then_id(ledger: Ledger) -> None:
     assert ledger.ids_with_status(FAILED) == []
 
 
+@needs_shared
 def test_ids_with_status_received_before_is_exclusive(ledger: Ledger) -> None:
     deliveries = story_deliveries(received_at=1_790_000_000_000)
     for delivery in deliveries:
@@ -171,6 +180,7 @@ def test_ids_with_status_received_before_is_exclusive(ledger: Ledger) -> None:
 # --- outcomes of processing -----------------------------------------------------------------
 
 
+@needs_shared
 def test_a_failed_attempt_that_is_not_final_keeps_the_delivery_pending(ledger: Ledger) -> None:
     delivery = story_deliveries()[0]
     ledger.store(delivery)
@@ -182,6 +192,7 @@ def test_a_failed_attempt_that_is_not_final_keeps_the_delivery_pending(ledger: L
     assert ledger.counts() == DeliveryCounts(received=1, processed=0, failed=0, pending=1)
 
 
+@needs_shared
 def test_the_final_failed_attempt_marks_the_delivery_failed(ledger: Ledger) -> None:
     delivery = story_deliveries()[0]
     ledger.store(delivery)
@@ -200,6 +211,7 @@ def test_the_final_failed_attempt_marks_the_delivery_failed(ledger: Ledger) -> N
     ]
 
 
+@needs_shared
 def test_a_long_error_is_cut_to_2000_characters(ledger: Ledger) -> None:
     delivery = story_deliveries()[0]
     ledger.store(delivery)
@@ -208,6 +220,7 @@ def test_a_long_error_is_cut_to_2000_characters(ledger: Ledger) -> None:
     assert failure["error"] == "E" * 1999 + "é"
 
 
+@needs_shared
 def test_a_failed_attempt_never_undoes_processing(ledger: Ledger, engine: Engine) -> None:
     delivery = story_deliveries()[0]
     ledger.store(delivery)
@@ -222,6 +235,7 @@ def test_a_failed_attempt_of_an_unknown_delivery_changes_nothing(ledger: Ledger)
     assert ledger.counts() == DeliveryCounts(0, 0, 0, 0)
 
 
+@needs_shared
 def test_failures_newest_first_up_to_the_limit(ledger: Ledger) -> None:
     deliveries = story_deliveries(received_at=1_790_000_000_000)
     for delivery in deliveries:
@@ -235,6 +249,7 @@ def test_failures_newest_first_up_to_the_limit(ledger: Ledger) -> None:
     ]
 
 
+@needs_shared
 def test_reset_failed_turns_failed_deliveries_back_to_pending(ledger: Ledger, engine: Engine) -> None:
     opened, pushed, labeled, merged = story_deliveries()
     for delivery in (opened, pushed, labeled, merged):
@@ -253,6 +268,7 @@ def test_reset_failed_turns_failed_deliveries_back_to_pending(ledger: Ledger, en
     assert ledger.reset_failed() == []
 
 
+@needs_shared
 def test_reset_failed_on_a_ledger_without_failures(ledger: Ledger) -> None:
     assert ledger.reset_failed() == []
     ledger.store(story_deliveries()[0])
@@ -317,6 +333,7 @@ def test_hooks_are_listed_by_id(ledger: Ledger) -> None:
     }
 
 
+@needs_shared
 def test_hooks_and_deliveries_are_apart(ledger: Ledger) -> None:
     ledger.record_ping("109948940", "Repository", ["*"], "Octocoders/Hello-World")
     assert ledger.counts() == DeliveryCounts(0, 0, 0, 0)
@@ -327,6 +344,7 @@ def test_hooks_and_deliveries_are_apart(ledger: Ledger) -> None:
 # --- rebuild batches ---------------------------------------------------------------------------
 
 
+@needs_shared
 def test_iter_pull_request_deliveries_in_batches_by_id(ledger: Ledger) -> None:
     deliveries = story_deliveries(number=7) + story_deliveries(number=8)[:1]
     renamed = [with_id(d, f"pr-{i}") for i, d in zip([4, 0, 3, 1, 2], deliveries, strict=True)]
@@ -339,6 +357,7 @@ def test_iter_pull_request_deliveries_in_batches_by_id(ledger: Ledger) -> None:
     assert [d for batch in batches for d in batch] == [by_id[f"pr-{i}"] for i in range(5)]
 
 
+@needs_shared
 def test_iter_pull_request_deliveries_with_a_full_last_batch(ledger: Ledger) -> None:
     deliveries = story_deliveries()
     for delivery in deliveries:
@@ -350,6 +369,7 @@ def test_iter_pull_request_deliveries_with_a_full_last_batch(ledger: Ledger) -> 
     assert [len(batch) for batch in ledger.iter_pull_request_deliveries(batch=1)] == [1, 1, 1, 1]
 
 
+@needs_shared
 def test_iter_pull_request_deliveries_includes_every_status(ledger: Ledger, engine: Engine) -> None:
     opened, pushed, labeled, _ = story_deliveries()
     for delivery in (opened, pushed, labeled):
@@ -360,6 +380,7 @@ def test_iter_pull_request_deliveries_includes_every_status(ledger: Ledger, engi
     assert sorted(d.id for d in batch) == sorted([opened.id, pushed.id, labeled.id])
 
 
+@needs_shared
 def test_iter_pull_request_deliveries_of_an_empty_ledger(ledger: Ledger) -> None:
     ledger.store(ping_delivery("ping-1", 1_790_000_000_000))
     assert list(ledger.iter_pull_request_deliveries()) == []

@@ -14,6 +14,7 @@ from sqlalchemy import Engine, select, update
 
 from tests import factory
 from tests.factory import PullRequestStory
+from tests.paths import needs_shared
 from tracker.core.attributes import AttributeVersion
 from tracker.core.classify import Category, ChangedFile, HeadVerdict, Rules
 from tracker.core.derive import Derivation, derive
@@ -100,6 +101,7 @@ def version(
 # --- apply -------------------------------------------------------------------------------------
 
 
+@needs_shared
 def test_apply_adds_the_rows_and_marks_the_delivery_processed(ledger: Ledger, state: MonthState) -> None:
     story = PullRequestStory(1, moment("2026-09-02T10:00:00+00:00")).opened()
     (opened,) = story.deliveries
@@ -112,6 +114,7 @@ def test_apply_adds_the_rows_and_marks_the_delivery_processed(ledger: Ledger, st
     assert inputs.versions == {1: version(opened, "2026-09-02T10:00:00+00:00", title="Change number 1")}
 
 
+@needs_shared
 def test_apply_twice_changes_nothing_and_says_so(engine: Engine, ledger: Ledger, state: MonthState) -> None:
     story = PullRequestStory(1, moment("2026-09-02T10:00:00+00:00")).opened()
     story.pushed(moment("2026-09-03T10:00:00+00:00"))
@@ -126,12 +129,14 @@ def test_apply_twice_changes_nothing_and_says_so(engine: Engine, ledger: Ledger,
     assert state.month_versions(REPO) == {"2026-09": 2}
 
 
+@needs_shared
 def test_apply_of_an_unknown_delivery_writes_nothing(engine: Engine, state: MonthState) -> None:
     (opened,) = PullRequestStory(1, moment("2026-09-02T10:00:00+00:00")).opened().deliveries
     assert state.apply(opened.delivery_id, derivation_of(opened)) is False
     assert derived_rows(engine) == {table.name: [] for table in DERIVED_TABLES}
 
 
+@needs_shared
 def test_apply_without_a_derivation_only_marks_processed(engine: Engine, ledger: Ledger, state: MonthState) -> None:
     (opened,) = PullRequestStory(1, moment("2026-09-02T10:00:00+00:00")).opened().deliveries
     ledger.store(as_ledger_delivery(opened))
@@ -141,6 +146,7 @@ def test_apply_without_a_derivation_only_marks_processed(engine: Engine, ledger:
     assert state.apply(opened.delivery_id, None) is False
 
 
+@needs_shared
 def test_apply_clears_the_error_of_earlier_attempts(ledger: Ledger, state: MonthState) -> None:
     (opened,) = PullRequestStory(1, moment("2026-09-02T10:00:00+00:00")).opened().deliveries
     ledger.store(as_ledger_delivery(opened))
@@ -150,6 +156,7 @@ def test_apply_clears_the_error_of_earlier_attempts(ledger: Ledger, state: Month
     assert ledger.failures() == []
 
 
+@needs_shared
 def test_deliveries_applied_in_any_order_give_the_same_rows(engine: Engine, ledger: Ledger, state: MonthState) -> None:
     story = PullRequestStory(5, moment("2026-09-28T09:00:00+00:00")).opened()
     story.pushed(moment("2026-09-29T09:00:00+00:00"))
@@ -194,6 +201,7 @@ def test_repository_name_of_an_unknown_repository(state: MonthState) -> None:
     assert state.repository_names() == []
 
 
+@needs_shared
 def test_repository_name_is_matched_without_regard_to_case(ledger: Ledger, state: MonthState) -> None:
     receive_all(ledger, state, PullRequestStory(1, moment("2026-09-02T10:00:00+00:00")).opened().deliveries)
     assert state.repository_name("NVIDIA/Megatron-LM") == "NVIDIA/Megatron-LM"
@@ -202,6 +210,7 @@ def test_repository_name_is_matched_without_regard_to_case(ledger: Ledger, state
     assert state.repository_name("NVIDIA/Megatron") is None
 
 
+@needs_shared
 def test_repository_name_is_spelled_as_the_latest_delivery_spells_it(ledger: Ledger, state: MonthState) -> None:
     story = PullRequestStory(1, moment("2026-09-02T10:00:00+00:00")).opened()
     story.repo = "nvidia/MEGATRON-lm"  # renamed to another case on GitHub
@@ -215,6 +224,7 @@ def test_repository_name_is_spelled_as_the_latest_delivery_spells_it(ledger: Led
     assert state.month_versions("NVIDIA/Megatron-LM") == {"2026-09": 2}
 
 
+@needs_shared
 def test_repository_name_at_one_instant_is_decided_by_delivery_id(ledger: Ledger, state: MonthState) -> None:
     when = moment("2026-09-02T10:00:00+00:00")
 
@@ -232,6 +242,7 @@ def test_repository_name_at_one_instant_is_decided_by_delivery_id(ledger: Ledger
     assert state.repository_names() == ["APACHE/arrow", "APACHE/beam"]
 
 
+@needs_shared
 def test_repository_names_are_sorted(ledger: Ledger, state: MonthState) -> None:
     when = moment("2026-09-02T10:00:00+00:00")
     for number, full_name in enumerate(["NVIDIA/Megatron-LM", "Apache/Arrow", "NVIDIA/TransformerEngine"], 1):
@@ -247,6 +258,7 @@ def test_month_version_of_an_untouched_month(state: MonthState) -> None:
     assert state.month_versions(REPO) == {}
 
 
+@needs_shared
 def test_month_version_bumps_for_every_month_a_delivery_touches(ledger: Ledger, state: MonthState) -> None:
     story = PullRequestStory(10, moment("2026-09-28T10:00:00+00:00")).opened()
     story.labeled(moment("2026-10-02T10:00:00+00:00"), "bug")
@@ -272,6 +284,7 @@ def test_month_version_bumps_for_every_month_a_delivery_touches(ledger: Ledger, 
     assert state.month_versions("apache/arrow") == {"2026-10": 1}
 
 
+@needs_shared
 def test_months_are_those_of_the_repository_time_zone(ledger: Ledger, state: MonthState) -> None:
     # 2026-08-31T16:30Z is 00:30 on September 1st in Asia/Shanghai (UTC+8).
     story = PullRequestStory(1, moment("2026-08-31T16:30:00+00:00")).opened()
@@ -282,6 +295,7 @@ def test_months_are_those_of_the_repository_time_zone(ledger: Ledger, state: Mon
     assert state.month_versions(REPO) == {"2026-08": 1, "2026-09": 1}
 
 
+@needs_shared
 def test_new_generation_changes_the_generation_and_not_the_counter(ledger: Ledger, state: MonthState) -> None:
     receive_all(ledger, state, PullRequestStory(1, moment("2026-09-02T10:00:00+00:00")).opened().deliveries)
     assert state.month_version(REPO, "2026-09") == (1, "")
@@ -354,12 +368,14 @@ def in_time_order(inputs: MonthInputs) -> dict[int, list[Fact]]:
     return {number: sorted(facts, key=lambda fact: fact.sort_key) for number, facts in inputs.timelines.items()}
 
 
+@needs_shared
 def test_month_inputs_of_a_month_without_activity(engine: Engine, ledger: Ledger, state: MonthState) -> None:
     build_scene(ledger, state, engine)
     assert state.month_inputs(REPO, "2026-07", at("2026-08-01T00:00:00+00:00")) == MonthInputs({}, {}, {})
     assert state.month_inputs("Apache/Beam", "2026-09", at(END)) == MonthInputs({}, {}, {})
 
 
+@needs_shared
 def test_month_inputs_at_a_cutoff(engine: Engine, ledger: Ledger, state: MonthState) -> None:
     scene = build_scene(ledger, state, engine)
     _, pushed, _, _, _ = scene.first
@@ -405,6 +421,7 @@ def test_month_inputs_at_a_cutoff(engine: Engine, ledger: Ledger, state: MonthSt
     assert inputs.unavailable == frozenset({(3, head_of(scene.late))})
 
 
+@needs_shared
 def test_month_inputs_at_the_end_of_the_next_month(engine: Engine, ledger: Ledger, state: MonthState) -> None:
     scene = build_scene(ledger, state, engine)
     merged = scene.first[4]
@@ -442,6 +459,7 @@ def test_month_inputs_at_the_end_of_the_next_month(engine: Engine, ledger: Ledge
     assert inputs.unavailable == frozenset()
 
 
+@needs_shared
 def test_month_inputs_choose_among_versions_of_one_instant_by_delivery_id(
     engine: Engine, ledger: Ledger, state: MonthState
 ) -> None:
@@ -462,6 +480,7 @@ def test_month_inputs_choose_among_versions_of_one_instant_by_delivery_id(
     }
 
 
+@needs_shared
 def test_month_inputs_without_stored_heads(ledger: Ledger, state: MonthState) -> None:
     story = PullRequestStory(8, moment("2026-09-02T10:00:00+00:00"), base="dev").opened()
     story.labeled(moment("2026-09-03T10:00:00+00:00"), "moe", "bug")
@@ -484,6 +503,7 @@ def test_month_inputs_without_stored_heads(ledger: Ledger, state: MonthState) ->
 # --- drop and recreate -------------------------------------------------------------------------
 
 
+@needs_shared
 def test_drop_and_recreate_empties_the_derived_tables_and_keeps_the_deliveries(
     engine: Engine, ledger: Ledger, state: MonthState
 ) -> None:
@@ -519,6 +539,7 @@ def test_drop_and_recreate_of_an_empty_ledger(engine: Engine, state: MonthState)
     assert derived_rows(engine) == {table.name: [] for table in DERIVED_TABLES}
 
 
+@needs_shared
 def test_apply_after_a_drop_does_not_process_a_delivery_twice(
     engine: Engine, ledger: Ledger, state: MonthState
 ) -> None:

@@ -10,9 +10,12 @@ from flask.testing import FlaskClient
 
 from tests.conftest import post, run_jobs
 from tests.factory import PullRequestStory
+from tests.paths import needs_shared
 from tracker.reports.loading import load_snapshot, snapshot_json
 from tracker.store.rebuild import rebuild
 from tracker.web.context import services
+
+pytestmark = needs_shared
 
 MONTHS = [("2026-09", "2026-09-13"), ("2026-09", None), ("2026-10", "2026-10-05"), ("2026-08", None)]
 

@@ -10,9 +10,12 @@ from flask.testing import FlaskClient
 
 from tests.conftest import post, run_jobs
 from tests.factory import PullRequestStory
+from tests.paths import needs_shared
 from tracker.core.window import today_in
 from tracker.settings import Settings
 from tracker.web.app import create_app
+
+pytestmark = needs_shared
 
 
 def at(text: str) -> datetime:

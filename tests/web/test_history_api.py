@@ -19,7 +19,10 @@ from rq import Queue
 
 from tests.conftest import post, run_jobs, running_app
 from tests.factory import pr_payload
+from tests.paths import needs_shared
 from tracker.settings import Settings
+
+pytestmark = needs_shared
 
 REPO = "octo-org/octo-repo"
 PRIVATE = "secret-org/internal"

@@ -13,10 +13,13 @@ from flask.testing import FlaskClient
 
 from tests.conftest import post, run_jobs, running_app
 from tests.factory import PullRequestStory
+from tests.paths import needs_shared
 from tracker.core.window import Month, today_in
 from tracker.settings import Settings
 from tracker.web.context import services
 from workers.jobs import due_work
+
+pytestmark = needs_shared
 
 REPO = "octo-org/octo-repo"
 ADMIN = {"Authorization": "Bearer test-admin-token"}

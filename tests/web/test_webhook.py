@@ -19,9 +19,12 @@ from tests.conftest import (
     show_head_to_github,
     signed_headers,
 )
+from tests.paths import needs_shared
 from tracker.store.schema import deliveries, hooks
 from tracker.web.context import MAX_BODY_BYTES, services
 from tracker.web.signature import sign
+
+pytestmark = needs_shared
 
 PR_FIXTURES = sorted(WEBHOOKS.glob("pull_request.*.json")) + sorted((WEBHOOKS / "ghes-3.5").glob("*.json"))
 

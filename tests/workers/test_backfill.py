@@ -15,22 +15,26 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.conftest import SECRET, post, run_jobs, running_app
-from tests.fake_github import FakeGitHub, Scripted
-from tests.paths import ROOT
-from tests.scenario import REPO, MonthScenario, deliver, megatron_month
-from tests.world import publish_world
-from tracker.core.history import BACKFILL, RECONCILIATION, history_range
-from tracker.github.client import RateLimited
-from tracker.github.fetch import fetch_and_store
-from tracker.github.history import END, Target, read_history
-from tracker.reports.loading import report_for, resolve
-from tracker.reports.render import render
-from tracker.services import Services
-from tracker.settings import Settings
-from tracker.store.history import DONE, WAITING
-from tracker.web.context import services
-from workers.history import read_history_job, target
+from tests.paths import require_shared
+
+require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
+
+from tests.conftest import SECRET, post, run_jobs, running_app  # noqa: E402
+from tests.fake_github import FakeGitHub, Scripted  # noqa: E402
+from tests.paths import ROOT  # noqa: E402
+from tests.scenario import REPO, MonthScenario, deliver, megatron_month  # noqa: E402
+from tests.world import publish_world  # noqa: E402
+from tracker.core.history import BACKFILL, RECONCILIATION, history_range  # noqa: E402
+from tracker.github.client import RateLimited  # noqa: E402
+from tracker.github.fetch import fetch_and_store  # noqa: E402
+from tracker.github.history import END, Target, read_history  # noqa: E402
+from tracker.reports.loading import report_for, resolve  # noqa: E402
+from tracker.reports.render import render  # noqa: E402
+from tracker.services import Services  # noqa: E402
+from tracker.settings import Settings  # noqa: E402
+from tracker.store.history import DONE, WAITING  # noqa: E402
+from tracker.web.context import services  # noqa: E402
+from workers.history import read_history_job, target  # noqa: E402
 
 EXAMPLE_CONFIG = ROOT / "examples" / "megatron-lm.yaml"
 CUTOFFS = ("2026-05-09", "2026-05-15", "2026-05-31")

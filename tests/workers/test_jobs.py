@@ -23,6 +23,7 @@ from sqlalchemy import Engine, text
 from tests import factory
 from tests.conftest import fixture_payload, post, run_jobs
 from tests.factory import PullRequestStory
+from tests.paths import needs_shared
 from tracker import queue as delivery_queue_module
 from tracker.queue import enqueue_deliveries
 from tracker.reports.loading import load_snapshot, snapshot_json
@@ -67,6 +68,7 @@ def september(app: Flask) -> str:
         return snapshot_json(load_snapshot(s.state, s.config, "NVIDIA/Megatron-LM", "2026-09", "2026-09-13"))
 
 
+@needs_shared
 def test_processing_twice_changes_nothing(app: Flask, client: FlaskClient) -> None:
     post_all(client)
     run_jobs(app)
@@ -91,6 +93,7 @@ def store_poison(app: Flask, payload: dict[str, object], delivery_id: str) -> No
         enqueue_deliveries(s.delivery_queue, [delivery_id])
 
 
+@needs_shared
 def test_a_delivery_that_keeps_failing_is_marked_failed_and_can_be_retried(
     app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -115,6 +118,7 @@ def test_a_delivery_that_keeps_failing_is_marked_failed_and_can_be_retried(
     assert again["failed_deliveries"][0]["attempts"] == 6
 
 
+@needs_shared
 def test_a_failure_before_the_last_retry_stays_pending(
     app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -128,6 +132,7 @@ def test_a_failure_before_the_last_retry_stays_pending(
     assert status["queue"]["scheduled_retries"] == 1
 
 
+@needs_shared
 def test_the_sweep_recovers_a_lost_queue(app: Flask, client: FlaskClient) -> None:
     total = post_all(client)
     with app.app_context():
@@ -168,6 +173,7 @@ def worker_process(settings: Settings, *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "tracker", "worker", *args], env=env, start_new_session=True)
 
 
+@needs_shared
 def test_a_worker_killed_mid_job_loses_nothing(app: Flask, client: FlaskClient, settings: Settings) -> None:
     total = post_all(client)
     with app.app_context():
@@ -205,6 +211,7 @@ def test_redis_connection_is_not_shared_between_tests(redis_url: str) -> None:
     assert Redis.from_url(redis_url).dbsize() == 0
 
 
+@needs_shared
 def test_the_sweep_leaves_queued_deliveries_alone(app: Flask, client: FlaskClient) -> None:
     total = post_all(client)
     with app.app_context():
@@ -217,6 +224,7 @@ def test_the_sweep_leaves_queued_deliveries_alone(app: Flask, client: FlaskClien
 # --- a worker that outlives Redis trouble, and its scheduler (issue 8) ---------------------------
 
 
+@needs_shared
 def test_a_worker_connection_keeps_the_timeout_its_blocking_dequeue_needs(settings: Settings) -> None:
     """RQ raises a lower socket timeout to `dequeue + 10` in the pool's settings only, so a worker
     whose pool already held short-timeout connections timed out every BLPOP: workers connect with

@@ -15,6 +15,7 @@ from flask.testing import FlaskClient
 
 from tests.conftest import post, run_jobs, running_app
 from tests.factory import PullRequestStory
+from tests.paths import needs_shared
 from tracker.core.window import Month, today_in
 from tracker.settings import Settings
 from tracker.web.context import services
@@ -73,6 +74,7 @@ def finalize(app: Flask, client: FlaskClient, force: bool = False, expect: int =
     run_jobs(app)
 
 
+@needs_shared
 def test_a_finalised_month_is_published_as_files_linking_each_other(
     published: tuple[Flask, FlaskClient, Path],
 ) -> None:
@@ -98,6 +100,7 @@ def test_a_finalised_month_is_published_as_files_linking_each_other(
     }
 
 
+@needs_shared
 def test_the_issue_is_created_once_then_updated_in_place(
     published: tuple[Flask, FlaskClient, Path], github: Any
 ) -> None:
@@ -118,6 +121,7 @@ def test_the_issue_is_created_once_then_updated_in_place(
     assert ("issue", "unchanged") in kinds and ("files", "unchanged") in kinds
 
 
+@needs_shared
 def test_a_weekly_partial_updates_the_current_months_issue(
     published: tuple[Flask, FlaskClient, Path], github: Any
 ) -> None:

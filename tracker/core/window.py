@@ -57,10 +57,13 @@ class Window:
     timezone: str
     start: int
     end: int
+    # False while the cutoff day is still running in the repository's time zone (a report through
+    # today): SEMANTICS makes the last day's report final only once that day has ended.
+    ended: bool = True
 
     @property
     def final(self) -> bool:
-        return self.cutoff == self.month.last_day
+        return self.cutoff == self.month.last_day and self.ended
 
     def contains(self, instant: int) -> bool:
         return self.start <= instant < self.end
@@ -70,7 +73,7 @@ def local_midnight(day: date, tz: ZoneInfo) -> int:
     return int(datetime.combine(day, time(0), tzinfo=tz).timestamp())
 
 
-def month_window(month: Month, cutoff: date, tz_name: str) -> Window:
+def month_window(month: Month, cutoff: date, tz_name: str, *, ended: bool = True) -> Window:
     if not month.first_day <= cutoff <= month.last_day:
         raise WindowError(
             f"cutoff {cutoff.isoformat()} is outside {month}: give a day from "
@@ -83,6 +86,7 @@ def month_window(month: Month, cutoff: date, tz_name: str) -> Window:
         timezone=tz_name,
         start=local_midnight(month.first_day, tz),
         end=local_midnight(cutoff + timedelta(days=1), tz),
+        ended=ended,
     )
 
 
@@ -93,7 +97,8 @@ def today_in(tz_name: str, now: datetime | None = None) -> date:
 
 def resolve_window(month_text: str, cutoff_text: str | None, tz_name: str, today: date) -> Window:
     """The window a user asked for. `month_text` may be `current`; the default cutoff is the month's
-    last day, or today for the current month. Months and cutoffs in the future are refused."""
+    last day, or today for the current month. Months and cutoffs in the future are refused. A cutoff of
+    today is still running: even on the month's last day, its report is not final."""
     month = Month.containing(today) if month_text == "current" else Month.parse(month_text)
     if month.first_day > today:
         raise WindowError(f"month {month} has not started yet (today is {today.isoformat()} in {tz_name})")
@@ -110,7 +115,7 @@ def resolve_window(month_text: str, cutoff_text: str | None, tz_name: str, today
             raise WindowError(
                 f"cutoff {cutoff.isoformat()} is in the future (today is {today.isoformat()} in {tz_name})"
             )
-    return month_window(month, cutoff, tz_name)
+    return month_window(month, cutoff, tz_name, ended=cutoff < today)
 
 
 def month_of(instant: int, tz_name: str) -> str:

@@ -13,6 +13,9 @@ from tracker.github.client import RateLimitState
 _RATE = "tracker:github:rate"
 _COUNTS = "tracker:github:requests"
 _BLOCKED = "tracker:github:blocked_until"
+_LAST_ERROR = "tracker:github:last_error"
+# How long status keeps showing the last error after it happened.
+_LAST_ERROR_SECONDS = 7 * 86400
 
 
 class Quota:
@@ -47,6 +50,31 @@ class Quota:
         value = self.redis.get(_BLOCKED)
         return float(value) if value else 0.0
 
+    def record_error(self, message: str, next_try: float | None) -> None:
+        """The last GitHub fetch that failed or must wait: why (no token in it: the caller's
+        message names the reason, never the credentials), when, and when it is tried next (None:
+        not by itself)."""
+        fields: dict[str | bytes, str | int] = {"message": message[:500], "at": int(time.time())}
+        if next_try is not None:
+            fields["next_try"] = int(next_try)
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.delete(_LAST_ERROR)
+        pipe.hset(_LAST_ERROR, mapping=fields)  # type: ignore[arg-type]
+        pipe.expire(_LAST_ERROR, _LAST_ERROR_SECONDS)
+        pipe.execute()
+
+    def last_error(self) -> dict[str, Any] | None:
+        """`{message, at, next_try}` of the last recorded error (times as UTC text), or None."""
+        stored = {_text(k): _text(v) for k, v in self.redis.hgetall(_LAST_ERROR).items()}
+        if "message" not in stored:
+            return None
+        next_try = int(stored["next_try"]) if "next_try" in stored else None
+        return {
+            "message": stored["message"],
+            "at": iso_utc(int(stored.get("at", 0))),
+            "next_try": iso_utc(next_try) if next_try is not None else None,
+        }
+
     def summary(self) -> dict[str, Any]:
         rate = {_text(k): _text(v) for k, v in self.redis.hgetall(_RATE).items()}
         counts = {_text(k): int(v) for k, v in self.redis.hgetall(_COUNTS).items()}
@@ -60,6 +88,7 @@ class Quota:
             "requests": counts.get("answered", 0) + counts.get("not_modified", 0),
             "not_modified": counts.get("not_modified", 0),
             "blocked_until": (iso_utc(int(blocked)) if blocked > time.time() else None),
+            "last_error": self.last_error(),
         }
 
 

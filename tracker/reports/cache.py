@@ -66,6 +66,7 @@ def rendered(
                     request.repo.lower(),
                     str(request.window.month),
                     request.window.cutoff.isoformat(),
+                    "ended" if request.window.ended else "running",  # the last day turns final at its end
                     request.window.timezone,
                     fmt,
                     lang if fmt != "json" else "",  # the JSON document is the same in every language

@@ -4,8 +4,11 @@ pass, and hand plain data to the pure core (snapshot, report model)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
+
+from sqlalchemy import Engine
 
 from tracker.config import TrackerConfig
 from tracker.core.report import Report, build_report
@@ -15,9 +18,58 @@ from tracker.reports.coverage import window_coverage_of
 from tracker.store.history import HistoryStore
 from tracker.store.month_state import MonthInputs, MonthState
 
+# An unknown repository's message names at most this many of the known ones.
+_NAMED = 20
+
 
 class UnknownRepository(LookupError):
-    pass
+    """A repository the ledger has no delivery of. Raised by `resolve`, it carries the repository
+    asked for (`repo`), the repositories the ledger knows (`known`, private ones included: an HTTP
+    answer to anyone but the admin filters them, see `describe`) and the ledger it looked in
+    (`ledger`, its URL with any password hidden); `str()` names them all, as `tracker render` shows."""
+
+    def __init__(
+        self, message: str, *, repo: str | None = None, known: Sequence[str] = (), ledger: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.repo = repo
+        self.known = tuple(known)
+        self.ledger = ledger
+
+    @classmethod
+    def in_ledger(cls, repo: str, known: Sequence[str], ledger: str | None) -> UnknownRepository:
+        return cls(unknown_repository_message(repo, known, ledger), repo=repo, known=known, ledger=ledger)
+
+    def describe(self, known: Sequence[str]) -> str:
+        """The message for a reader who may see only `known` of the repositories, and not where the
+        ledger is (an HTTP answer)."""
+        if self.repo is None:
+            return str(self)
+        return unknown_repository_message(self.repo, known, None)
+
+
+def unknown_repository_message(repo: str, known: Sequence[str], ledger: str | None) -> str:
+    """`no deliveries have been received for <repo>`, then where it looked and what it knows:
+    an empty ledger is most often another one than the service writes to (another data directory)."""
+    where = f" in the ledger {ledger}" if ledger else ""
+    if not known:
+        if ledger:
+            return (
+                f"no deliveries have been received for {repo}{where}, which has none for any repository: "
+                "is it the ledger the service writes to (TRACKER_DATA_DIR, TRACKER_DATABASE_URL)?"
+            )
+        return f"no deliveries have been received for {repo}, nor for any repository yet"
+    names = ", ".join(known[:_NAMED]) + (f" and {len(known) - _NAMED} more" if len(known) > _NAMED else "")
+    return f"no deliveries have been received for {repo}{where}; known repositories: {names}"
+
+
+def ledger_shown(engine: Engine) -> str:
+    """The ledger's URL as people may see it: any password (in the user part or a `password` query
+    parameter) hidden."""
+    url = engine.url
+    if "password" in url.query:
+        url = url.update_query_dict({"password": "***"})
+    return url.render_as_string(hide_password=True).replace("password=%2A%2A%2A", "password=***")
 
 
 @dataclass(frozen=True)
@@ -35,10 +87,11 @@ def resolve(
     today: date | None = None,
 ) -> MonthRequest:
     """`repo` (any case) for `month` (`YYYY-MM` or `current`) at `cutoff` (`YYYY-MM-DD` or None).
-    Raises UnknownRepository, or window.WindowError for a bad month or cutoff."""
+    Raises UnknownRepository (naming the known repositories and the ledger), or window.WindowError
+    for a bad month or cutoff."""
     stored = state.repository_name(repo)
     if stored is None:
-        raise UnknownRepository(f"no deliveries have been received for {repo}")
+        raise UnknownRepository.in_ledger(repo, state.repository_names(), ledger_shown(state.engine))
     tz = config.timezone_for(stored)
     return MonthRequest(stored, resolve_window(month, cutoff, tz, today if today is not None else today_in(tz)))
 

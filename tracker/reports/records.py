@@ -81,7 +81,7 @@ def final_request(
     if moment.timestamp() < ends and not force:
         raise MonthNotEnded(str(parsed), ends, timezone)
     cutoff: date = min(parsed.last_day, today)
-    return MonthRequest(stored, month_window(parsed, cutoff, timezone))
+    return MonthRequest(stored, month_window(parsed, cutoff, timezone, ended=cutoff < today))
 
 
 def readiness(state: MonthState, ledger: Ledger, config: TrackerConfig, request: MonthRequest) -> Readiness:

@@ -30,7 +30,10 @@ def connect(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         engine = _sqlite_engine(url)
     else:
-        engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+        # A host that drops packets must not hang a command: libpq waits for ever without a timeout.
+        engine = create_engine(
+            url, pool_pre_ping=True, pool_size=5, max_overflow=5, connect_args={"connect_timeout": 5}
+        )
     create_schema(engine)
     return engine
 

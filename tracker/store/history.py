@@ -15,10 +15,14 @@ from tracker.core.window import iso_utc
 from tracker.store.database import insert_ignoring_duplicates
 from tracker.store.ledger import now_ms
 from tracker.store.month_state import write_derivations
-from tracker.store.schema import coverage, history_done, history_runs, observations, webhook_coverage
+from tracker.store.schema import coverage, history_done, history_runs, ledger_meta, observations, webhook_coverage
 from tracker.store.schema import months as month_table
 
 QUEUED, RUNNING, WAITING, DONE, FAILED = "queued", "running", "waiting", "done", "failed"
+SAMPLE_REFUSAL = (
+    "this ledger holds `tracker demo`'s sample of {0}, whose lives are made up: read {0}'s real history "
+    "into a data directory of its own (TRACKER_DATA_DIR)"
+)
 WEBHOOK = "webhook"
 
 
@@ -200,6 +204,19 @@ class HistoryStore:
         with self.engine.begin() as conn:
             conn.execute(update(history_runs).where(history_runs.c.id == rid).values(**changes))
 
+    # --- sample repositories (`tracker demo`) ---------------------------------------------------
+
+    def mark_sample(self, full_name: str) -> None:
+        """The repository holds `tracker demo`'s made-up lives: nothing may read its real history
+        from GitHub into this ledger (reconciliation leaves it alone)."""
+        with self.engine.begin() as conn:
+            insert_ignoring_duplicates(conn, ledger_meta, [{"key": _sample_key(full_name), "value": "tracker demo"}])
+
+    def is_sample(self, full_name: str) -> bool:
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            found = conn.execute(select(ledger_meta.c.key).where(ledger_meta.c.key == _sample_key(full_name))).first()
+        return found is not None
+
     # --- coverage -----------------------------------------------------------------------------
 
     def add_coverage(
@@ -258,6 +275,10 @@ class HistoryStore:
         if since is not None and since < now:
             rows.append((WEBHOOK, since, now))
         return sorted(rows, key=lambda r: (r[1], r[2], r[0]))
+
+
+def _sample_key(full_name: str) -> str:
+    return f"sample:{repository_key(full_name)}"[:64]
 
 
 def _run(row: Any) -> Run:

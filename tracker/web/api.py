@@ -1,24 +1,34 @@
-"""The JSON API, the health check and the index page."""
+"""The JSON API, the health check, the index page, and the error page of the HTML routes.
+
+Errors are answered in the form the route serves: an HTML page (`error.html`) for the index and the
+`.html` reports, which people open in a browser; JSON (`{"error": ...}`) everywhere else. Only the
+body differs: the status code and headers are the same either way.
+"""
 
 from __future__ import annotations
 
 import logging
+import re
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from flask import Blueprint, Response, render_template, request
 from redis.exceptions import RedisError
 from sqlalchemy import text
+from werkzeug.http import HTTP_STATUS_CODES
 
 from tracker.core.window import WindowError
+from tracker.embedded_redis import EmbeddedRedis
 from tracker.github.quota import Quota
 from tracker.queue import enqueue_deliveries, queue_counts, redis_failure, waiting_on_github
 from tracker.reports.cache import rendered
 from tracker.reports.coverage import coverage_summary
-from tracker.reports.loading import UnknownRepository, resolve
+from tracker.reports.loading import UnknownRepository, ledger_shown, resolve
 from tracker.reports.records import served_record
 from tracker.reports.render import FORMATS, UnknownLanguage, language
-from tracker.settings import SettingsError
+from tracker.settings import Settings, SettingsError
 from tracker.store.ledger import FAILED
 from tracker.web.access import NO_STORE, TOKEN_PARAMETER, AccessDenied, admin_request, authorize, carry_token
 from tracker.web.context import services
@@ -49,7 +59,7 @@ def report(owner: str, repo: str, name: str) -> Any:
     try:
         lang = language(request.args.get("lang"))
     except UnknownLanguage as exc:
-        return {"error": str(exc)}, 400
+        return _error(fmt, 400, str(exc))
     return _report(owner, repo, month, fmt, lang)
 
 
@@ -65,11 +75,25 @@ def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
         wanted = resolve(app.state, app.config, name, month, request.args.get("cutoff"))
         grant.require(wanted.repo, wanted.window)
     except AccessDenied as exc:
-        return exc.answer()
+        return _error(fmt, exc.status, exc.message, exc.headers) if fmt == "html" else exc.answer()
     except UnknownRepository as exc:
-        return {"error": str(exc)}, 404
+        # Only what this reader may see: private repositories for the admin alone, and never where
+        # the ledger is (`str(exc)`, for the terminal, says that).
+        known, headers = _listed_repositories()
+        return _error(
+            fmt,
+            404,
+            exc.describe(known),
+            headers,
+            repositories=known,
+            heading="Repositories with reports (each links its month to date):",
+            extra={"repositories": known},
+        )
     except WindowError as exc:
-        return {"error": str(exc)}, 400
+        # A bad month or cutoff of a public repository: its month to date is the way on.
+        public = app.config.is_public(name)
+        links = [name] if public else []
+        return _error(fmt, 400, str(exc), grant.headers, repositories=links, heading="The month to date:")
     headers = dict(grant.headers)
     # A finalised month asked for at its last day (the default cutoff of an ended month) is its
     # record, byte for byte, whatever arrived later; `?live=1` shows what the ledger says now.
@@ -83,6 +107,49 @@ def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
         # After the cache, which keeps one copy for every reader: the token is this reader's own.
         text = carry_token(text, grant.token)
     return Response(text, content_type=_MEDIA_TYPES[fmt], headers=headers)
+
+
+def _error(
+    fmt: str,
+    status: int,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    *,
+    repositories: Sequence[str] = (),
+    heading: str = "",
+    extra: Mapping[str, Any] | None = None,
+) -> Any:
+    """A report's error: the HTML page for `.html` (linking `repositories`' month to date under
+    `heading`), else JSON (with `extra`). The same status and headers either way."""
+    if fmt == "html":
+        return error_page(status, message, headers, repositories=repositories, heading=heading)
+    return {"error": message, **(extra or {})}, status, dict(headers or {})
+
+
+def error_page(
+    status: int,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    *,
+    repositories: Sequence[str] = (),
+    heading: str = "",
+) -> Response:
+    """The small HTML page of an error, for a person's browser. Everything in it is autoescaped
+    (`message` may quote a repository name taken from the URL)."""
+    page = render_template(
+        "error.html",
+        status=status,
+        title=HTTP_STATUS_CODES.get(status, "Error"),
+        message=message,
+        repositories=[_split(name) for name in repositories],
+        heading=heading,
+    )
+    return Response(page, status=status, headers=dict(headers or {}), content_type=_MEDIA_TYPES["html"])
+
+
+def _split(name: str) -> dict[str, str]:
+    owner, _, repo = name.partition("/")
+    return {"name": name, "owner": owner, "repo": repo}
 
 
 def _listed_repositories() -> tuple[list[str], dict[str, str]]:
@@ -112,6 +179,15 @@ def status() -> Any:
         "hooks": app.ledger.hooks(),
         "repositories": names,
     }
+    # Where the data is, for the admin only: paths are not secrets, but they show the machine's
+    # layout, and behind a reverse proxy on the same machine every request comes from loopback.
+    if admin_request(app.settings, request.headers.get("Authorization")):
+        body["storage"] = {
+            "data_dir": str(app.settings.data_dir.resolve()),
+            "ledger": ledger_shown(app.ledger.engine),
+            "redis": redis_shown(app.settings),
+        }
+        headers = {**headers, **NO_STORE}
     try:
         body["queue"] = queue_counts(app.delivery_queue)
         body["github"] = {
@@ -135,6 +211,19 @@ def status() -> Any:
     }
     body["publications"] = [p for p in app.records.publications(10) if p["repo"] in shown]  # newest first
     return body, 200, headers
+
+
+def redis_shown(settings: Settings) -> str:
+    """REDIS_URL, or the embedded server's socket, with any password hidden (in the user part or a
+    `password` query parameter)."""
+    if not settings.redis_url:
+        return EmbeddedRedis(settings.data_dir).url
+    head, mark, query = settings.redis_url.partition("?")
+    netloc = urlsplit(head).netloc
+    user, at, host = netloc.rpartition("@")
+    if at and ":" in user:
+        head = head.replace(f"//{netloc}", f"//{user.partition(':')[0]}:***@{host}", 1)
+    return head + mark + re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", query)
 
 
 @blueprint.post("/api/v1/deliveries/retry-failed")
@@ -182,7 +271,9 @@ def healthz() -> Any:
 
 @blueprint.get("/")
 def index() -> Any:
+    """Every repository this visitor may see, its month to date and each month (newest first), with
+    links to the HTML reports and their Markdown and JSON; without any, how to begin."""
     state = services().state
     names, headers = _listed_repositories()
-    repos = [(name, state.month_versions(name)) for name in names]
+    repos = [{**_split(name), "months": sorted(state.month_versions(name), reverse=True)} for name in names]
     return render_template("index.html", repositories=repos), 200, headers

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Flask, Response
+from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from tracker.services import Services
@@ -28,16 +28,28 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.register_blueprint(api.blueprint)
     app.register_blueprint(records.blueprint)
     app.register_blueprint(history.blueprint)
-    _json_errors(app)
+    _errors(app)
     app.after_request(_security_headers)
     logging.getLogger("tracker").setLevel(logging.INFO)
     return app
 
 
-def _json_errors(app: Flask) -> None:
+def _errors(app: Flask) -> None:
+    """Errors Flask itself raises (405, 413, 404 of an unknown path…): an HTML page on the routes
+    people open in a browser (`/`, `/reports/…/*.html`), JSON elsewhere; same status and headers."""
+
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Any:
-        return {"error": error.description or error.name}, error.code or 500
+        message, status = error.description or error.name, error.code or 500
+        headers = dict(error.get_headers())
+        headers.pop("Content-Type", None)
+        if _html_route(request.path):
+            return api.error_page(status, message, headers)
+        return {"error": message}, status, headers
+
+
+def _html_route(path: str) -> bool:
+    return path == "/" or (path.startswith("/reports/") and path.endswith(".html"))
 
 
 # Every answer, whatever its type: nothing loads from another host, no page of ours can be framed

@@ -12,7 +12,7 @@ from tracker.core.repository import check_full_name
 from tracker.core.window import WindowError
 from tracker.queue import enqueue_history, redis_failure
 from tracker.reports.coverage import coverage_summary
-from tracker.store.history import QUEUED
+from tracker.store.history import QUEUED, SAMPLE_REFUSAL
 from tracker.web.context import services
 from tracker.web.records import _admin_refusal
 
@@ -44,6 +44,8 @@ def queue_backfill(owner: str, repo: str) -> Any:
         start, end = history_range(month, since, app.config.timezone_for(full_name), int(time.time()))
     except WindowError as exc:
         return {"error": str(exc)}, 400
+    if app.history.is_sample(full_name):
+        return {"error": SAMPLE_REFUSAL.format(full_name)}, 409
     failure = redis_failure(app.github_queue.connection)
     if failure is not None:
         return {"error": f"Redis is unreachable ({type(failure).__name__}): try again once /healthz is 200"}, 503

@@ -20,19 +20,27 @@ Each connection carries one request, as with sync workers, so that each new one 
 process accepts it first (kept-alive connections pinned to one process halved throughput with gthread,
 MEASURED.md). Per process at most `CONNECTIONS` are open at once; an attacker with more sockets than
 that is for the TLS reverse proxy in front (README) to limit.
+
+Every request answered is one line of the access log (`access_log`, logger `tracker.access`): method,
+path (secret-looking query values redacted), status, GitHub's delivery id when the request has one,
+and the duration in ms; never a signature, a token or a body. gunicorn's own lines share the format
+of every other process (tracker.logs).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import resource
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.glogging import Logger as GunicornLogger
 from gunicorn.workers.base import Worker
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
@@ -40,6 +48,7 @@ from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 from waitress.task import WSGITask
 
+from tracker import logs
 from tracker.settings import Settings
 from tracker.web.app import create_app
 from tracker.web.context import MAX_BODY_BYTES
@@ -72,9 +81,10 @@ class WebServer(BaseApplication):  # type: ignore[misc]
             # A request running longer than this stops the worker's heartbeat: the master restarts it.
             "timeout": 30,
             "graceful_timeout": RECEIVE_SECONDS,
-            "accesslog": None,
+            "accesslog": None,  # the app's own access log (`access_log`) has the delivery id and no secrets
             "errorlog": "-",
-            "loglevel": "info",
+            "loglevel": "debug" if logs.verbose() else "info",
+            "logger_class": OneFormatLogger,
             # Several servers can run on one machine (tests, benchmarks): no shared control socket.
             "control_socket_disable": True,
         }
@@ -86,7 +96,16 @@ class WebServer(BaseApplication):  # type: ignore[misc]
 
     def load(self) -> Any:
         # Called in each worker after the fork: every process opens its own database and Redis pools.
-        return create_app(self.settings)
+        app = create_app(self.settings)
+        logs.configure()  # the levels of -v (or TRACKER_VERBOSE) again, over what the app set
+        return app
+
+
+class OneFormatLogger(GunicornLogger):  # type: ignore[misc]
+    """gunicorn's error log in the format of every other process (tracker.logs.FORMAT)."""
+
+    error_fmt = logs.FORMAT
+    datefmt = None
 
 
 class ClosingTask(WSGITask):  # type: ignore[misc]
@@ -158,6 +177,71 @@ class Requests:
         return True
 
 
+access = logging.getLogger("tracker.access")
+
+# Query parameters whose values are never logged (a signed report link carries `token=`).
+_SECRET_PARAMETER = re.compile(r"token|secret|key|sig|pass|auth|code", re.IGNORECASE)
+_DELIVERY_ID = re.compile(r"[A-Za-z0-9._:-]{1,100}")
+
+
+def access_log(app: WSGIApp) -> WSGIApp:
+    """One INFO line per request, once its answer is sent: `POST /webhook 202 3 ms delivery=<id>`."""
+
+    def logged(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        started = time.monotonic()
+        status = ["-"]
+
+        def recording_start_response(status_line: str, headers: Any, exc_info: Any = None) -> Any:
+            status[0] = status_line.split(" ", 1)[0]
+            return start_response(status_line, headers, exc_info)
+
+        def done() -> None:
+            _log_request(environ, status[0], time.monotonic() - started)
+
+        try:
+            answer = app(environ, recording_start_response)
+        except BaseException:
+            status[0] = "500"
+            done()
+            raise
+        return _Logged(answer, done)
+
+    return logged
+
+
+class _Logged:
+    """The app's answer; `close` (which the server calls once it is sent) also logs the request."""
+
+    def __init__(self, answer: Iterable[bytes], done: Callable[[], None]) -> None:
+        self._answer = answer
+        self._done = done
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._answer)
+
+    def close(self) -> None:
+        try:
+            close = getattr(self._answer, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self._done()
+
+
+def _log_request(environ: dict[str, Any], status: str, seconds: float) -> None:
+    path = quote(environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""), safe="/:@!$&'()*+,;=-._~")
+    query = environ.get("QUERY_STRING", "")
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        path += "?" + urlencode([(k, "redacted" if _SECRET_PARAMETER.search(k) else v) for k, v in pairs])
+    delivery = environ.get("HTTP_X_GITHUB_DELIVERY")
+    said = ""
+    if delivery is not None:
+        said = f" delivery={delivery}" if _DELIVERY_ID.fullmatch(delivery) else " delivery=(malformed)"
+    method = environ.get("REQUEST_METHOD", "-")
+    access.info("%s %s %s %.0f ms%s", quote(method, safe=""), path, status, seconds * 1000, said)
+
+
 def plain_input(app: WSGIApp) -> WSGIApp:
     def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         environ["wsgi.input"] = Body(environ["wsgi.input"])
@@ -215,7 +299,7 @@ class BufferingWorker(Worker):  # type: ignore[misc]
             trusted_proxy_headers={"x-forwarded-proto"},
         )
         _log_waitress_like(self.log)
-        app = plain_input(self.wsgi)
+        app = access_log(plain_input(self.wsgi))
         listeners = [
             DeadlineServer(
                 app,

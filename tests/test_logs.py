@@ -1,0 +1,270 @@
+"""Logs people can use (issue 11): one format in every process, an access log without secrets, RQ's
+per-job chatter only with -v, and GitHub's refusals and waits as warnings and in /api/v1/status."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from redis import Redis
+from rq import Queue
+
+from tests.conftest import SECRET, post, run_jobs, running_app, show_head_to_github
+from tests.factory import PullRequestStory
+from tests.paths import needs_shared
+from tests.test_cli import TRACKER, clean_env, free_port, wait_healthy
+from tracker.core.window import iso_utc
+from tracker.queue import QUEUE_NAME
+from tracker.settings import load_settings
+from tracker.web.server import access_log
+from tracker.web.signature import sign
+
+LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: .*")
+TOKEN = "ghp_not-a-real-token-but-secret-4242"
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="trk-") as directory:
+        yield Path(directory)
+
+
+# --- the web access log --------------------------------------------------------------------------
+
+
+@needs_shared
+def test_the_access_log_has_one_line_per_request_and_no_secrets(data_dir: Path, redis_url: str) -> None:
+    """`tracker web` as run in production (gunicorn's master, waitress in the worker)."""
+    story = PullRequestStory(7, datetime(2026, 9, 2, 10, tzinfo=UTC), title="Body marker 7f3a9c").opened()
+    delivery = story.deliveries[0]
+    signature = sign(SECRET.encode(), delivery.body)
+    port = free_port()
+    env = clean_env(TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(data_dir), REDIS_URL=redis_url)
+    log = data_dir / "web.log"
+    with log.open("wb") as stderr:
+        web = subprocess.Popen([*TRACKER, "web", "--port", str(port), "--processes", "1"], env=env, stderr=stderr)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base)
+        headers = {
+            "Content-Type": "application/json",
+            "X-GitHub-Event": "pull_request",
+            "X-GitHub-Delivery": delivery.delivery_id,
+            "X-Hub-Signature-256": signature,
+        }
+        assert httpx.post(f"{base}/webhook", content=delivery.body, headers=headers).status_code == 202
+        report = f"{base}/reports/NVIDIA/Megatron-LM/2026-09.md?cutoff=2026-09-13&token=link-secret-5150&lang=en"
+        assert httpx.get(report).status_code == 404  # no delivery processed yet: the path is what matters
+        wrong = {**headers, "X-GitHub-Delivery": "wrong-signature-1", "X-Hub-Signature-256": "sha256=" + "0" * 64}
+        assert httpx.post(f"{base}/webhook", content=delivery.body, headers=wrong).status_code == 401
+    finally:
+        web.send_signal(signal.SIGTERM)
+        web.wait(30)
+    text = log.read_text()
+    lines = [line for line in text.splitlines() if "tracker.access" in line]
+    posted = [line for line in lines if " POST /webhook " in line]
+    assert len(posted) == 2, text
+    assert re.fullmatch(
+        LINE.pattern[: -len(".*")] + rf"POST /webhook 202 \d+ ms delivery={re.escape(delivery.delivery_id)}", posted[0]
+    ), posted[0]
+    assert posted[0].split(" ")[2:4] == ["INFO", "tracker.access:"]
+    assert re.search(r"POST /webhook 401 \d+ ms delivery=wrong-signature-1$", posted[1]), posted[1]
+    read = [line for line in lines if "/reports/" in line]
+    assert len(read) == 1, text
+    query = r"\?cutoff=2026-09-13&token=redacted&lang=en"
+    assert re.search(r"GET /reports/NVIDIA/Megatron-LM/2026-09\.md" + query + r" 404 \d+ ms$", read[0]), read[0]
+    for secret in (signature, signature.split("=", 1)[1], "link-secret-5150", "Body marker 7f3a9c", SECRET):
+        assert secret not in text
+    # One format for every line the process wrote (gunicorn's own lines included).
+    for line in text.splitlines():
+        assert LINE.fullmatch(line), line
+
+
+def test_the_access_log_middleware_logs_failures_and_redacts_queries(caplog: pytest.LogCaptureFixture) -> None:
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        if environ["PATH_INFO"] == "/boom":
+            raise RuntimeError("boom")
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"secret body"]
+
+    logged = access_log(app)
+    caplog.set_level(logging.INFO, logger="tracker.access")
+
+    def call(path: str, query: str = "", **headers: str) -> None:
+        environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": query, "SCRIPT_NAME": "", **headers}
+        answer = logged(environ, lambda *a: None)
+        b"".join(answer)
+        answer.close()  # type: ignore[attr-defined]
+
+    call("/reports/a/b/2026-09.html", "token=abc.def&cutoff=2026-09-13&access_token=x1&api_key=x2")
+    call("/healthz", HTTP_X_GITHUB_DELIVERY="line\nbreak")
+    call("/new\nline")
+    with pytest.raises(RuntimeError):
+        call("/boom")
+    messages = [r.getMessage() for r in caplog.records if r.name == "tracker.access"]
+    assert len(messages) == 4, messages
+    assert re.fullmatch(
+        r"GET /reports/a/b/2026-09\.html\?token=redacted&cutoff=2026-09-13&access_token=redacted&api_key=redacted "
+        r"200 \d+ ms",
+        messages[0],
+    ), messages[0]
+    assert messages[1].endswith("delivery=(malformed)")
+    assert messages[2].startswith("GET /new%0Aline 200 ")
+    assert re.fullmatch(r"GET /boom 500 \d+ ms", messages[3])
+    assert all("\n" not in m and "secret body" not in m and "abc.def" not in m for m in messages)
+
+
+# --- RQ's per-job chatter ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_rq_job_lines_only_with_verbose(data_dir: Path, redis_url: str, verbose: bool) -> None:
+    Queue(QUEUE_NAME, connection=Redis.from_url(redis_url)).enqueue("builtins.len", [1, 2, 3])
+    env = clean_env(TRACKER_DATA_DIR=str(data_dir), REDIS_URL=redis_url)
+    command = [*TRACKER, *(["-v"] if verbose else []), "worker", "--burst"]
+    done = subprocess.run(command, env=env, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    text = done.stderr.decode()
+    chatter = ("Job OK", "result is kept", "started with PID", "cleaning registries")
+    if verbose:
+        assert re.search(r"INFO rq\.worker: .*Job OK", text), text
+        for line in text.splitlines():
+            assert LINE.fullmatch(line), line
+    else:
+        assert not any(word in text for word in chatter), text
+    assert done.stdout == b""  # RQ's own handlers (stdout) are not installed: its lines go through ours
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_verbose_reaches_every_part_of_tracker_run(data_dir: Path, verbose: bool) -> None:
+    port = free_port()
+    env = clean_env(TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(data_dir))
+    log = data_dir / "run.log"
+    command = [*TRACKER, *(["-v"] if verbose else []), "run", "--port", str(port), "--workers", "1"]
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(command, env=env, stderr=stderr)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}")
+        deadline = time.monotonic() + 20
+        while verbose and "DEBUG rq.worker:" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    text = log.read_text()
+    for part in ("gunicorn.error", "rq.worker"):  # the web process, a worker
+        assert (f"DEBUG {part}:" in text) is verbose, text
+    if not verbose:
+        assert " DEBUG " not in text and "rq.worker" not in text, text
+
+
+# --- GitHub's refusals and waits -----------------------------------------------------------------
+
+
+@pytest.fixture
+def with_token(tmp_path: Path, database_url: str, redis_url: str, github: Any) -> Iterator[Any]:
+    settings = load_settings(
+        github_api_url=github.url,
+        github_token=TOKEN,
+        webhook_secret=SECRET,
+        data_dir=tmp_path / "var",
+        database_url=database_url,
+        redis_url=redis_url,
+    )
+    with running_app(settings) as app:
+        yield app
+
+
+def deliver_and_fetch(app: Any, number: int) -> None:
+    story = PullRequestStory(number, datetime(2026, 9, 2, 10, tzinfo=UTC)).opened()
+    client = app.test_client()
+    for d in story.deliveries:
+        show_head_to_github(d.body)
+        assert post(client, d.body, d.event, d.delivery_id).status_code == 202
+    run_jobs(app)
+
+
+def github_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "workers.jobs" and r.levelno == logging.WARNING]
+
+
+def no_token_anywhere(caplog: pytest.LogCaptureFixture, status: dict[str, Any]) -> None:
+    assert TOKEN not in caplog.text
+    assert TOKEN not in json.dumps(status)
+
+
+@needs_shared
+def test_bad_credentials_are_a_warning_and_the_last_error_in_status(
+    with_token: Any, github: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    github.script(r"/pulls/\d+/files", Scripted(401, body={"message": "Bad credentials"}))
+    before = int(time.time())
+    deliver_and_fetch(with_token, 11)
+    warnings = github_warnings(caplog)
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("GitHub: the files of NVIDIA/Megatron-LM#11 at ")
+    assert "GitHub answered 401 for " in warnings[0] and "Bad credentials" in warnings[0]
+    assert warnings[0].endswith("bad credentials, check GITHUB_TOKEN (or the GitHub App's settings)")
+    status = with_token.test_client().get("/api/v1/status").json
+    last = status["github"]["last_error"]
+    assert set(last) == {"message", "at", "next_try"}
+    assert last["message"] == warnings[0].removeprefix("GitHub: ")
+    assert iso_utc(before) <= last["at"] <= iso_utc(int(time.time()))
+    assert last["next_try"] is None  # a refusal is not tried again by itself
+    no_token_anywhere(caplog, status)
+
+
+@needs_shared
+def test_a_rate_limit_is_a_warning_with_until_when_and_the_next_try_in_status(
+    with_token: Any, github: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    reset = int(time.time()) + 3600
+    limited = Scripted(403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)}, {"message": "rate limit"})
+    github.script(r"/pulls/\d+/files", limited)
+    deliver_and_fetch(with_token, 12)
+    deliver_and_fetch(with_token, 13)  # held back without asking GitHub: no second warning
+    warnings = github_warnings(caplog)
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("GitHub: the files of NVIDIA/Megatron-LM#12 at ")
+    assert warnings[0].endswith(f": primary rate limit: waiting until {iso_utc(reset + 1)}")
+    status = with_token.test_client().get("/api/v1/status").json
+    last = status["github"]["last_error"]
+    assert last["message"].endswith(f"primary rate limit: waiting until {iso_utc(reset + 1)}")
+    assert last["next_try"] == iso_utc(reset + 1) == status["github"]["blocked_until"]
+    no_token_anywhere(caplog, status)
+
+
+@needs_shared
+def test_github_unavailable_is_a_warning_with_the_next_try(
+    with_token: Any, github: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    github.script(r"/pulls/\d+/files", Scripted(502), Scripted(502), Scripted(502))
+    deliver_and_fetch(with_token, 14)
+    warnings = github_warnings(caplog)
+    assert len(warnings) == 1, warnings
+    assert re.search(r"GitHub unavailable \(GitHub answered 502 for .*\); next try in \d+ s$", warnings[0])
+    status = with_token.test_client().get("/api/v1/status").json
+    last = status["github"]["last_error"]
+    assert last["next_try"] is not None and last["next_try"] > last["at"]
+    no_token_anywhere(caplog, status)
+
+
+def Scripted(*args: Any, **kwargs: Any) -> Any:  # noqa: N802  (tests.fake_github reads ../shared as it loads)
+    from tests.fake_github import Scripted as scripted
+
+    return scripted(*args, **kwargs)
