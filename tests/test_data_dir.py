@@ -21,7 +21,7 @@ from tests.conftest import post, run_jobs
 from tests.factory import pr_payload
 from tracker.cli import main
 from tracker.embedded_redis import EmbeddedRedis
-from tracker.settings import POSTGRES_EXTRA, Settings, SettingsError, load_settings
+from tracker.settings import POSTGRES_EXTRA, Settings, SettingsError, default_data_dir, load_settings
 
 pytestmark = pytest.mark.usefixtures("no_tracker_environment")
 
@@ -224,3 +224,18 @@ def test_render_from_an_empty_ledger_asks_whether_it_is_the_right_one(home: Path
     ledger = Path(user_data_dir("monthly-activity-tracker")) / "ledger.sqlite3"
     assert f"in the ledger sqlite:///{ledger}" in made.output
     assert "TRACKER_DATA_DIR" in made.output
+
+
+def test_an_empty_data_dir_means_the_default(monkeypatch: pytest.MonkeyPatch, no_tracker_environment: None) -> None:
+    # `TRACKER_DATA_DIR=` must not put the ledger in whatever directory the command runs from.
+    monkeypatch.setenv("TRACKER_DATA_DIR", "")
+    assert load_settings().data_dir == default_data_dir()
+    monkeypatch.setenv("TRACKER_DATA_DIR", "   ")
+    assert load_settings().data_dir == default_data_dir()
+
+
+def test_empty_paths_and_urls_mean_unset(monkeypatch: pytest.MonkeyPatch, no_tracker_environment: None) -> None:
+    for name in ("TRACKER_CONFIG", "TRACKER_DATABASE_URL", "REDIS_URL"):
+        monkeypatch.setenv(name, "")
+    settings = load_settings()
+    assert (settings.config_path, settings.database_url, settings.redis_url) == (None, None, None)

@@ -91,6 +91,23 @@ def test_a_port_taken_is_one_line_naming_the_fix(data_dir: Path) -> None:
     nothing_started(data_dir)
 
 
+def test_tracker_web_alone_refuses_a_taken_port_in_one_line(data_dir: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = clean_env(
+            TRACKER_DATA_DIR=str(data_dir), TRACKER_WEBHOOK_SECRET=SECRET, REDIS_URL="redis://127.0.0.1:9/0"
+        )
+        started = time.monotonic()
+        done = subprocess.run([*TRACKER, "web", "--port", str(port)], env=env, capture_output=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.decode().strip().splitlines() == [
+        f"Error: port {port} on 127.0.0.1 is taken: stop what uses it or pass --port"
+    ]
+    assert time.monotonic() - started < FAST
+
+
 def test_a_host_that_is_not_an_address_is_one_line(data_dir: Path) -> None:
     code, lines, _ = run_and_fail(
         data_dir, "--host", "no-such-host.invalid", "--port", str(free_port()), TRACKER_WEBHOOK_SECRET=SECRET

@@ -239,10 +239,15 @@ def run(settings: Settings, host: str, port: int, workers: int, web_processes: i
 @with_settings
 def web(settings: Settings, host: str, port: int, processes: int) -> None:
     """Serve the webhook and the API with gunicorn."""
+    from tracker.supervisor import CannotStart, check_port
     from tracker.web.app import create_app
     from tracker.web.context import services
     from tracker.web.server import WebServer
 
+    try:
+        check_port(host, port)  # one line now, rather than gunicorn's retries and traceback
+    except CannotStart as exc:
+        raise _failure(str(exc), exc.exit_code) from exc
     app = create_app(settings)  # fail here, with a clear message, rather than in every gunicorn worker
     with app.app_context():
         services().close()  # each gunicorn worker builds its own after the fork

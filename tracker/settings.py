@@ -85,6 +85,12 @@ class Settings(BaseSettings):
             raise ValueError(f"unknown time zone {value!r}: use an IANA name such as Asia/Shanghai or UTC") from exc
         return value
 
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _blank_data_dir_is_unset(cls, value: object) -> object:
+        # `TRACKER_DATA_DIR=` (an empty value) means the default, not the working directory.
+        return default_data_dir() if isinstance(value, str) and not value.strip() else value
+
     @field_validator("data_dir")
     @classmethod
     def _home_expanded(cls, value: Path) -> Path:
@@ -98,6 +104,9 @@ class Settings(BaseSettings):
         "github_app_id",
         "github_app_private_key",
         "github_app_private_key_file",
+        "config_path",
+        "database_url",
+        "redis_url",
         mode="before",
     )
     @classmethod

@@ -97,13 +97,13 @@ def preflight(settings: Settings, host: str, port: int) -> None:
     CannotStart with what to fix."""
     settings.require_webhook_secret()
     load_config(settings)
-    _check_port(host, port)
+    check_port(host, port)
     if settings.redis_url:
         _check_redis(settings.redis_url)
     _check_database(settings)
 
 
-def _check_port(host: str, port: int) -> None:
+def check_port(host: str, port: int) -> None:
     """Bind host:port as gunicorn will (IPv6 only for an IPv6 address, SO_REUSEADDR), then let it go."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
