@@ -9,7 +9,6 @@ import time
 from rq import get_current_job
 
 from tracker.core.derive import PULL_REQUEST, derive
-from tracker.core.payloads import json_bytes, parse_pull_request_event
 from tracker.core.repository import repository_key
 from tracker.github.client import RateLimited, RequestRefused, Unavailable
 from tracker.github.fetch import fetch_and_store
@@ -48,12 +47,9 @@ def process_delivery(delivery_id: str) -> str:
             log.exception("could not record the failure of delivery %s", delivery_id)
         raise
     # A GitHub App's delivery names its installation: keep it, so the App's tokens for the repository
-    # need no lookup. (The byte check spares a second parse of a plain webhook's deliveries.)
-    document = json_bytes(delivery.body, delivery.content_type) if derivation is not None else b""
-    if b'"installation"' in document:
-        event = parse_pull_request_event(document)
-        if event.installation is not None:
-            InstallationStore(services.state.engine).record(event.repository.full_name, event.installation.id)
+    # need no lookup.
+    if derivation is not None and derivation.installation_id is not None:
+        InstallationStore(services.state.engine).record(derivation.full_name, derivation.installation_id)
     if derivation is not None and derivation.wanted_head is not None and services.redis is not None:
         head_sha, base_sha = derivation.wanted_head
         if not services.heads.known(derivation.repo, derivation.number, head_sha):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tracker.core.attributes import AttributeVersion, version_of
 from tracker.core.payloads import json_bytes, parse_pull_request_event
@@ -27,6 +27,8 @@ class Derivation:
     activity_months: frozenset[str]  # months (repository time zone) holding one of the facts
     touched_months: frozenset[str]  # months whose reports may read what this delivery added
     wanted_head: tuple[str, str] | None  # (head sha, base sha) whose files should be fetched
+    # The GitHub App installation that sent it (an App's webhooks): where to get a token, not a fact.
+    installation_id: int | None = field(default=None, compare=False)
 
 
 def derive(
@@ -53,4 +55,5 @@ def derive(
         activity_months=activity,
         touched_months=activity | {month_of(version.at, tz)},
         wanted_head=(pr.head.sha, pr.base.sha or "") if wants_files and pr.head.sha else None,
+        installation_id=event.installation.id if event.installation is not None else None,
     )

@@ -39,7 +39,6 @@ from tracker.core.timeline import COMMIT_DATE, EVENT_TIME, Fact, FactKind
 from tracker.core.window import Month, WindowError, epoch, local_midnight, month_of
 
 BACKFILL, RECONCILIATION = "backfill", "reconciliation"
-SOURCES = (BACKFILL, RECONCILIATION)
 
 _LENIENT = ConfigDict(extra="ignore", frozen=True)
 

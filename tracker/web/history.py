@@ -14,7 +14,7 @@ from tracker.queue import enqueue_history, redis_failure
 from tracker.reports.coverage import coverage_summary
 from tracker.store.history import QUEUED, SAMPLE_REFUSAL
 from tracker.web.context import services
-from tracker.web.records import _admin_refusal
+from tracker.web.records import admin_refusal
 
 blueprint = Blueprint("history", __name__)
 
@@ -23,7 +23,7 @@ blueprint = Blueprint("history", __name__)
 def queue_backfill(owner: str, repo: str) -> Any:
     """`?month=YYYY-MM` or `?since=YYYY-MM-DD`, and `files=daily|end` (or the same keys in a JSON body):
     202 with the run's location while a worker reads the history; progress is there and in /api/v1/status."""
-    refusal = _admin_refusal()
+    refusal = admin_refusal()
     if refusal is not None:
         return refusal
     app = services()
@@ -66,7 +66,7 @@ def repository_history(owner: str, repo: str) -> Any:
     except ValueError as exc:
         return {"error": f"the repository {exc}"}, 400
     if not app.config.is_public(full_name):
-        refusal = _admin_refusal()
+        refusal = admin_refusal()
         if refusal is not None:
             return refusal
     return {

@@ -17,7 +17,7 @@ from tracker.web.context import services
 blueprint = Blueprint("records", __name__)
 
 
-def _admin_refusal() -> tuple[dict[str, str], int] | None:
+def admin_refusal() -> tuple[dict[str, str], int] | None:
     """None for a request with the admin token; else the answer: 503 when no token is configured,
     401 without one, 403 with a wrong one (compared in constant time)."""
     settings = services().settings
@@ -35,7 +35,7 @@ def _admin_refusal() -> tuple[dict[str, str], int] | None:
 def finalize(owner: str, repo: str, month: str) -> Any:
     """202 with the records' location while the finalisation runs; 200 when the month already has a
     record (unless `?force=1`); 409 for a month that has not ended (unless forced)."""
-    refusal = _admin_refusal()
+    refusal = admin_refusal()
     if refusal is not None:
         return refusal
     app = services()
@@ -81,7 +81,7 @@ def records(owner: str, repo: str, month: str) -> Any:
     # A private repository's records are the admin's: asked before the name is looked up, so that
     # whether it exists is not told to others either.
     if not app.config.is_public(f"{owner}/{repo}"):
-        refusal = _admin_refusal()
+        refusal = admin_refusal()
         if refusal is not None:
             return refusal
     try:
