@@ -227,9 +227,10 @@ TAXONOMY = (
 )
 
 
-def test_both_parts_of_a_group_share_the_group_theme() -> None:
-    # The group's theme comes from its first member's title and every member's labels and paths: the
-    # open dev twin's own title says "telemetry", yet it stays beside its merged twin under MoE.
+def test_both_parts_of_a_group_are_described_alike() -> None:
+    # Each section is grouped on its own, but a group's parts are described by its first member's title
+    # and every member's labels and paths: the open dev twin's own title says "telemetry", yet it gets the
+    # same theme (named by the group's title terms and the taxonomy's area) as its merged twin.
     moe = ("megatron/core/transformer/moe/router.py",)
     result = report(
         [
@@ -242,8 +243,12 @@ def test_both_parts_of_a_group_share_the_group_theme() -> None:
         section.id: [(theme.id, [c.id for c in theme.changes]) for theme in section.themes]
         for section in result.sections
     }
-    assert themes == {DELIVERED: [("moe", ["change-90"])], IN_PROGRESS: [("moe", ["change-91"])]}
-    assert result.placement()[91]["highlight"] == "moe/routing"
+    # One change is named by the taxonomy's area and sub-area (the router's files are MoE routing).
+    assert themes == {
+        DELIVERED: [("mixture-of-experts", ["change-90"])],
+        IN_PROGRESS: [("mixture-of-experts", ["change-91"])],
+    }
+    assert result.placement()[90]["highlight"] == result.placement()[91]["highlight"] == "mixture-of-experts/routing"
 
 
 # --- every narrated PR once, in its own section -------------------------------------------------
@@ -297,4 +302,7 @@ def test_a_title_with_a_long_whitespace_run_reports_quickly() -> None:
     started = time.perf_counter()
     result = report(prs)
     assert time.perf_counter() - started < 1.0
-    assert [change.title for section in result.sections for change in section.changes] == ["a", "a"]
+    assert [change.title for section in result.sections for change in section.changes] == [
+        "A",
+        "A",
+    ]  # cut at MAX_TITLE, first letter up

@@ -467,8 +467,9 @@ def headings(markdown: str) -> list[str]:
     return [line for line in markdown.splitlines() if line.startswith("#")]
 
 
-PARTIAL_CITATIONS = [("dev", 101), ("main", 102), ("dev", 106), ("main", 103)]
-FINAL_CITATIONS = [("dev", 101), ("main", 102), ("main", 106), ("main", 103)]
+# Themes of one size go by their first change: 103's before 106's.
+PARTIAL_CITATIONS = [("dev", 101), ("main", 102), ("main", 103), ("dev", 106)]
+FINAL_CITATIONS = [("dev", 101), ("main", 102), ("main", 103), ("main", 106)]
 
 
 # --- titles -------------------------------------------------------------------------------------
@@ -535,24 +536,25 @@ def test_english_markdown_at_the_partial_cutoff() -> None:
         "## Delivered",
         "### Inference engine and serving",
         "## In Progress",
-        "### Inference engine and serving",
         "### Training loop",
+        "### Inference engine and serving",
         "## Scope and Method",
     ]
     for line in [
         "Delivered work centred on Inference engine and serving (1 change in 1 theme). Work in progress continues "
-        "on Inference engine and serving and Training loop (2 changes in 2 themes).",
+        "on Training loop; and Inference engine and serving (2 changes in 2 themes).",
         # 101, 102, 103, 105, 106 opened; 101, 102 merged; 105 closed; 103, 106 open (104 test-only, 107 pending).
         "- Substantive PR activity after filtering: opened 5; merged 2; closed without merge 1; active at cutoff 2.",
         "- Excluded from the report and statistics: test-only 1, CI-only 0, test/CI-only 0, format-only 0.",
         "- Awaiting file classification (not yet counted): 1.",
         "1 change delivered, on dynamic engine (1).",
-        "- **Dynamic engine**: Add dynamic batching to the inference engine. "
+        # Each change cited right after its title; the title cleaned (first letter up).
+        "- **Dynamic engine**: Add dynamic batching to the inference engine "
         "([dev #101](https://github.com/NVIDIA/Megatron-LM/pull/101), "
-        "[main #102](https://github.com/NVIDIA/Megatron-LM/pull/102))",
+        "[main #102](https://github.com/NVIDIA/Megatron-LM/pull/102)).",
         "1 change in progress, on KV cache (1).",
-        "- **KV cache**: Paged KV cache for long prompts. ([dev #106](https://github.com/NVIDIA/Megatron-LM/pull/106))",
-        f"- **Training loop**: {HOSTILE_MD}. ([main #103](https://github.com/NVIDIA/Megatron-LM/pull/103))",
+        "- **KV cache**: Paged KV cache for long prompts ([dev #106](https://github.com/NVIDIA/Megatron-LM/pull/106)).",
+        f"- **Training loop**: X{HOSTILE_MD[1:]} ([main #103](https://github.com/NVIDIA/Megatron-LM/pull/103)).",
     ]:
         assert line in lines, line
 
@@ -567,20 +569,20 @@ def test_chinese_markdown_at_the_partial_cutoff() -> None:
         "## 已交付成果",
         "### 推理引擎与服务",
         "## 进行中的方向",
-        "### 推理引擎与服务",
         "### 训练流程",
+        "### 推理引擎与服务",
         "## 口径说明",
     ]
     for line in [
         "已交付成果集中在推理引擎与服务（1 个方向共 1 项变更）。"
-        "进行中的工作主要涉及推理引擎与服务、训练流程（2 个方向共 2 项变更）。",
+        "进行中的工作主要涉及训练流程；推理引擎与服务（2 个方向共 2 项变更）。",
         "- 过滤后的实质性 PR 活动：新开 5；合并 2；关闭未合并 1；截止时仍在进行 2。",
         "- 不计入报告正文和统计：纯 UT 1，纯 CI 0，UT/CI-only 0，纯格式化 0。",
         "- 等待文件分类（暂未计入）：1。",
-        "- **动态引擎**：Add dynamic batching to the inference engine。"
+        "- **动态引擎**：Add dynamic batching to the inference engine"
         "（[dev #101](https://github.com/NVIDIA/Megatron-LM/pull/101)、"
-        "[main #102](https://github.com/NVIDIA/Megatron-LM/pull/102)）",
-        f"- **训练流程**：{HOSTILE_MD}。（[main #103](https://github.com/NVIDIA/Megatron-LM/pull/103)）",
+        "[main #102](https://github.com/NVIDIA/Megatron-LM/pull/102)）。",
+        f"- **训练流程**：X{HOSTILE_MD[1:]}（[main #103](https://github.com/NVIDIA/Megatron-LM/pull/103)）。",
     ]:
         assert line in lines, line
 
@@ -590,7 +592,7 @@ def test_the_hostile_title_is_one_inert_line(lang: str) -> None:
     text = render(build(september(), PARTIAL), "md", lang)
     carrying = [line for line in text.splitlines() if "Owned" in line]
     assert len(carrying) == 1
-    assert HOSTILE_MD in carrying[0]
+    assert "X" + HOSTILE_MD[1:] in carrying[0]  # cleaned: first letter up
     assert carrying[0].startswith("- **")
     # Nothing of it escaped its line: no heading, no raw HTML, no link, no table cell.
     assert "## Owned" not in [line.strip() for line in text.splitlines()]
@@ -726,7 +728,7 @@ def test_html_escapes_the_hostile_title(lang: str) -> None:
     assert "<script" not in html.lower()
     assert "javascript:alert(1)) &lt;script&gt;alert(1)&lt;/script&gt; | table |" in html
     assert 'href="javascript' not in html.lower()
-    assert "x ## Owned [click]" in html  # one line: the newlines of the title are gone
+    assert "X ## Owned [click]" in html  # one line: the newlines of the title are gone
 
 
 @pytest.mark.parametrize("lang", ["en", "zh-CN"])
@@ -805,12 +807,13 @@ def test_json_places_every_narrated_pr() -> None:
         pr["number"]: (pr["section"], pr["theme"], pr["highlight"], pr["group"]) for pr in document["pull_requests"]
     }
     assert placed == {
-        101: ("delivered", "inference", "inference/engine", [101, 102]),
-        102: ("delivered", "inference", "inference/engine", [101, 102]),
-        103: ("in_progress", "training", "training/training", [103]),
+        # Theme and highlight ids are their English names as slugs, unique in their section and theme.
+        101: ("delivered", "inference-engine-and-serving", "inference-engine-and-serving/dynamic-engine", [101, 102]),
+        102: ("delivered", "inference-engine-and-serving", "inference-engine-and-serving/dynamic-engine", [101, 102]),
+        103: ("in_progress", "training-loop", "training-loop/training-loop", [103]),
         104: (None, None, None, None),
         105: (None, None, None, None),
-        106: ("in_progress", "inference", "inference/kv-cache", [106]),
+        106: ("in_progress", "inference-engine-and-serving", "inference-engine-and-serving/kv-cache", [106]),
         107: (None, None, None, None),
     }
     categories = {pr["number"]: pr["category"] for pr in document["pull_requests"]}
@@ -852,13 +855,21 @@ def test_json_outline_and_daily_counts() -> None:
     assert outline == [
         (
             "delivered",
-            [("inference", [("engine", [("change-101", "Add dynamic batching to the inference engine", [101, 102])])])],
+            [
+                (
+                    "inference-engine-and-serving",
+                    [("dynamic-engine", [("change-101", "Add dynamic batching to the inference engine", [101, 102])])],
+                )
+            ],
         ),
         (
             "in_progress",
             [
-                ("inference", [("kv-cache", [("change-106", "Paged KV cache for long prompts", [106])])]),
-                ("training", [("training", [("change-103", HOSTILE_ONE_LINE, [103])])]),
+                ("training-loop", [("training-loop", [("change-103", "X" + HOSTILE_ONE_LINE[1:], [103])])]),
+                (
+                    "inference-engine-and-serving",
+                    [("kv-cache", [("change-106", "Paged KV cache for long prompts", [106])])],
+                ),
             ],
         ),
     ]

@@ -13,6 +13,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from tests import bullets
 from tests.paths import require_shared
 
 require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
@@ -109,9 +110,14 @@ def test_theme_and_highlight_limits(megatron: tuple[Flask, FlaskClient], lang: s
     themes = re.split(r"^### .+$", delivered, flags=re.MULTILINE)[1:]
     assert 1 <= len(themes) <= 10
     for theme in themes:
-        bullets = [line for line in theme.splitlines() if line.startswith("- ")]
-        assert 1 <= len(bullets) <= 4
-        assert all(CITATION.search(line) for line in bullets), "each highlight cites its changes"
+        highlights = [line for line in theme.splitlines() if line.startswith("- **")]
+        assert 1 <= len(highlights) <= 4
+        for line in theme.splitlines():
+            if line.startswith("- **") and not CITATION.search(line):
+                continue  # a highlight of several bullets: its name alone, the bullets below it
+            if line.startswith(("- ", "  - ")):
+                assert CITATION.search(line) and 1 <= len(bullets.changes(line)) <= 5, line
+                assert bullets.words(line) <= 60, line
 
 
 def test_overview_lines_match_the_statistics(megatron: tuple[Flask, FlaskClient]) -> None:

@@ -11,30 +11,39 @@ with merged and open members is described in each section by the members that be
 cited once, in its own section. Both parts share the group's theme, and each PR's `group` lists every
 member of its group (its counterparts in the other section too).
 
-Changes go to themes and highlights (tracker.themes); at most 10 themes per section and 1-4
-highlights per theme, the smallest merged into "Other".
+Each section's changes are grouped into at most 10 themes by what they share (tracker.core.clusters:
+files, title terms, labels, references; the taxonomy, when the repository has one, as a prior), each
+theme into 1-4 highlights (sub-topics), and each highlight into bullets of at most `MAX_BULLET_CHANGES`
+changes and `MAX_BULLET_WORDS` words. Themes and highlights are named by their distinctive title terms
+and their area (the taxonomy's, else the code layout's). Titles are cleaned (tracker.core.titles).
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from tracker.core.groups import GroupInput, change_groups, display_title
+from tracker.core import clusters
+from tracker.core.groups import GroupInput, change_groups, references
 from tracker.core.snapshot import MonthSnapshot, PullRequestSnapshot
 from tracker.core.taxonomy import ThemeConfig
-from tracker.core.themes import ThemeChoice, choose_theme
+from tracker.core.themes import LAYOUT_PREFIX, ThemeChoice, choose_theme, layout_area, layout_theme
 from tracker.core.timeline import PRState
+from tracker.core.titles import clean_title, word_count
 
 DELIVERED, IN_PROGRESS = "delivered", "in_progress"
-MAX_THEMES = 10
-MAX_HIGHLIGHTS = 4
+MAX_THEMES = clusters.MAX_THEMES
+MAX_HIGHLIGHTS = clusters.MAX_TOPICS
+MAX_BULLET_CHANGES = 5
+MAX_BULLET_WORDS = 60  # of a bullet's text, citations aside
+MAX_TITLE_WORDS = 40  # a longer title is cut, with an ellipsis, so that any bullet stays within the limit
 OTHER_THEME = ("other", "Other changes", "其他改进")
-OTHER_HIGHLIGHT = ("other", "Other work", "其他工作")
+FURTHER = ("Further changes", "其他相关改进")
 
 
 @dataclass(frozen=True)
@@ -59,8 +68,11 @@ class Change:
     title: str
     members: tuple[PullRequestSnapshot, ...]
     section: str
-    theme: ThemeChoice
+    theme: ThemeChoice  # what the taxonomy (or the code layout) says of the change: a prior for its theme
     group: tuple[int, ...] = ()  # the numbers of the whole group; the members' own numbers when empty
+    labels: tuple[str, ...] = ()  # of every member of the group
+    paths: tuple[str, ...] = ()  # changed by any member of the group
+    raw_title: str = ""  # the first member's title as its author wrote it
 
     @property
     def numbers(self) -> tuple[int, ...]:
@@ -86,10 +98,29 @@ class Change:
 
 @dataclass(frozen=True)
 class Highlight:
+    """A sub-topic of a theme: one name, and its changes in bullets a reader can scan."""
+
     id: str
     en: str
     zh: str
     changes: tuple[Change, ...]
+
+    @property
+    def bullets(self) -> tuple[tuple[Change, ...], ...]:
+        """The changes in order, in runs of at most `MAX_BULLET_CHANGES` changes and `MAX_BULLET_WORDS`
+        words (the highlight's name counts in a highlight of one bullet, which carries it)."""
+        runs: list[list[Change]] = [[]]
+        words = 0
+        for change in self.changes:
+            size = word_count(change.title)
+            if runs[-1] and (len(runs[-1]) == MAX_BULLET_CHANGES or words + size > MAX_BULLET_WORDS):
+                runs.append([])
+                words = 0
+            runs[-1].append(change)
+            words += size
+        if len(runs) == 1 and words + max(word_count(self.en), 1) > MAX_BULLET_WORDS and len(runs[0]) > 1:
+            runs = [runs[0][:-1], runs[0][-1:]]  # the name does not fit beside them: two bullets under it
+        return tuple(tuple(run) for run in runs)
 
 
 @dataclass(frozen=True)
@@ -98,6 +129,7 @@ class Theme:
     en: str
     zh: str
     highlights: tuple[Highlight, ...]
+    terms: tuple[str, ...] = ()  # what its changes are about, as their titles write it
 
     @property
     def changes(self) -> tuple[Change, ...]:
@@ -127,7 +159,7 @@ class Report:
     snapshot: MonthSnapshot
     sections: tuple[Section, ...]
     days: tuple[Day, ...]
-    themed: bool  # themes came from a taxonomy (else from the code layout)
+    themed: bool  # the repository has a taxonomy (a prior for themes and their names)
 
     def placement(self) -> dict[int, dict[str, Any]]:
         """Where each narrated PR stands: its own section, theme id, highlight id and every member of its
@@ -189,7 +221,7 @@ def build_report(
         # paths, so that a change in progress on one branch and delivered on another reads as one story.
         labels = sorted({label for pr in members if pr.version for label in pr.version.labels})
         changed = sorted({path for n in numbers for path in paths.get(n, ())})
-        theme = choose(taxonomy, _title(members[0]), labels, changed)
+        theme = choose(taxonomy, _raw_title(members[0]), labels, changed)
         for section in (DELIVERED, IN_PROGRESS):
             part = tuple(pr for pr in members if sections[pr.status.number] == section)
             if part:
@@ -202,53 +234,162 @@ def build_report(
                         section=section,
                         theme=theme,
                         group=numbers,
+                        labels=tuple(labels),
+                        paths=tuple(changed),
+                        raw_title=_raw_title(members[0]),  # the group's, as its theme prior
                     )
                 )
     return Report(
         snapshot=snapshot,
-        sections=tuple(Section(s, _themes([c for c in changes if c.section == s])) for s in (DELIVERED, IN_PROGRESS)),
+        sections=tuple(
+            Section(s, _themes([c for c in changes if c.section == s], bool(taxonomy)))
+            for s in (DELIVERED, IN_PROGRESS)
+        ),
         days=_days(snapshot),
         themed=bool(taxonomy),
     )
 
 
+def _raw_title(pr: PullRequestSnapshot) -> str:
+    return pr.version.title if pr.version else f"#{pr.status.number}"
+
+
 def _title(pr: PullRequestSnapshot) -> str:
-    return display_title(pr.version.title if pr.version else f"#{pr.status.number}")
+    words = clean_title(_raw_title(pr)).split()
+    if len(words) > MAX_TITLE_WORDS:
+        words = [*words[:MAX_TITLE_WORDS], "…"]
+    return " ".join(words)
 
 
-def _themes(changes: Sequence[Change]) -> tuple[Theme, ...]:
-    by_theme: dict[str, list[Change]] = defaultdict(list)
-    names: dict[str, tuple[str, str]] = {}
-    for change in changes:
-        by_theme[change.theme.theme_id].append(change)
-        names.setdefault(change.theme.theme_id, (change.theme.theme_en, change.theme.theme_zh))
-    ranked = sorted(by_theme, key=lambda theme_id: (-len(by_theme[theme_id]), names[theme_id][0], theme_id))
-    themes = [_theme(theme_id, *names[theme_id], by_theme[theme_id]) for theme_id in ranked]
-    if len(themes) <= MAX_THEMES:
-        return tuple(themes)
-    kept, rest = themes[: MAX_THEMES - 1], themes[MAX_THEMES - 1 :]
-    # The smallest themes become the highlights of one "Other changes" theme.
-    highlights = [Highlight(t.id, t.en, t.zh, t.changes) for t in rest]
-    return (*kept, Theme(*OTHER_THEME, _cap(highlights)))
+def _themes(changes: Sequence[Change], themed: bool) -> tuple[Theme, ...]:
+    """The section's changes in themes (tracker.core.clusters), named; "Other" last."""
+    changes = sorted(changes, key=_order)
+    items = [
+        clusters.Item(
+            title=change.raw_title,
+            labels=change.labels,
+            paths=change.paths,
+            references=tuple(sorted({*change.counterparts, *_references(change)})),
+            prior=(change.theme.theme_id, change.theme.highlight_id) if themed else (),
+        )
+        for change in changes
+    ]
+    themes: list[Theme] = []
+    used: set[str] = set()
+    for group in clusters.group(items):
+        members = [changes[i] for i in group.members]
+        terms: tuple[str, ...] = ()
+        if group.other:
+            en, zh = OTHER_THEME[1], OTHER_THEME[2]
+        else:
+            topic_terms = [t.terms[0] for t in group.topics if t.terms]
+            en, zh, terms = _theme_name(group.terms, topic_terms, members, themed)
+        highlights = _highlights(group.topics, changes, themed)
+        if len(highlights) == 1 and highlights[0].en == FURTHER[0]:  # nothing names a part: the theme's name does
+            highlights = (replace(highlights[0], id=_slug(en) or "topic", en=_short(en), zh=_short(zh)),)
+        themes.append(Theme(_unique(_slug(en) or "theme", used), en, zh, highlights, terms))
+    return tuple(themes)
 
 
-def _theme(theme_id: str, en: str, zh: str, changes: Sequence[Change]) -> Theme:
-    by_highlight: dict[str, list[Change]] = defaultdict(list)
-    names: dict[str, tuple[str, str]] = {}
-    for change in changes:
-        by_highlight[change.theme.highlight_id].append(change)
-        names.setdefault(change.theme.highlight_id, (change.theme.highlight_en, change.theme.highlight_zh))
-    ranked = sorted(by_highlight, key=lambda h: (-len(by_highlight[h]), names[h][0], h))
-    highlights = [Highlight(h, *names[h], tuple(sorted(by_highlight[h], key=_order))) for h in ranked]
-    return Theme(theme_id, en, zh, _cap(highlights))
+def _references(change: Change) -> set[int]:
+    return {n for pr in change.members if pr.version for n in references(pr.version.title, pr.version.body)}
 
 
-def _cap(highlights: Sequence[Highlight]) -> tuple[Highlight, ...]:
-    if len(highlights) <= MAX_HIGHLIGHTS:
-        return tuple(highlights)
-    kept, rest = list(highlights[: MAX_HIGHLIGHTS - 1]), highlights[MAX_HIGHLIGHTS - 1 :]
-    merged = tuple(sorted((c for h in rest for c in h.changes), key=_order))
-    return (*kept, Highlight(*OTHER_HIGHLIGHT, merged))
+def _theme_name(
+    terms: Sequence[str], topic_terms: Sequence[str], members: Sequence[Change], themed: bool
+) -> tuple[str, str, tuple[str, ...]]:
+    """Its distinctive terms, then its area: "GTP and CUDA graphs · Tensor Parallel"."""
+    area = _area(members, themed)
+    if area is not None:
+        # A term the area's name already says ("MoE" in "Mixture of Experts (MoE)") is said once.
+        terms = [t for t in terms if t.casefold() not in _words(area[0])]
+    if not terms:
+        if area is not None:
+            return area[0], area[1], ()
+        if not topic_terms:  # nothing names it: where its code is, else its first change
+            layout = layout_theme([path for change in members for path in change.paths])
+            if not layout.theme_id.startswith(f"{LAYOUT_PREFIX}root") and layout.theme_id != f"{LAYOUT_PREFIX}general":
+                return layout.theme_en, layout.theme_zh, ()
+            title = " ".join(members[0].title.split()[:8])
+            return title, title, ()
+        terms = list(topic_terms[:2])  # no term for the whole theme: its two largest sub-topics
+    terms = [_capitalised(terms[0]), *terms[1:]]
+    en, zh = _join(terms, " and "), _join(terms, "、")
+    if area is None:
+        return en, zh, tuple(terms)
+    return f"{en} · {area[0]}", f"{zh} · {area[1]}", tuple(terms)
+
+
+def _area(members: Sequence[Change], themed: bool, highlight: bool = False) -> tuple[str, str] | None:
+    """The taxonomy's area (or sub-area) of most of the members, else the code layout's area of their files."""
+    if themed:
+        counts: dict[str, int] = defaultdict(int)
+        names: dict[str, tuple[str, str]] = {}
+        for change in members:
+            prior = change.theme
+            if not prior.theme_id.startswith(LAYOUT_PREFIX):
+                key = f"{prior.theme_id}/{prior.highlight_id}" if highlight else prior.theme_id
+                counts[key] += 1
+                names[key] = (prior.highlight_en, prior.highlight_zh) if highlight else (prior.theme_en, prior.theme_zh)
+        if counts:
+            best = min(counts, key=lambda key: (-counts[key], key))
+            if 2 * counts[best] > len(members):
+                return names[best]
+    return layout_area([path for change in members for path in change.paths])
+
+
+def _highlights(topics: Sequence[clusters.Topic], changes: Sequence[Change], themed: bool) -> tuple[Highlight, ...]:
+    """Each sub-topic named by its distinctive term, else by its area; two of one name are one highlight."""
+    named: dict[str, tuple[str, list[Change]]] = {}
+    for topic in topics:
+        members = [changes[i] for i in topic.members]
+        prior = _area(members, themed, highlight=True) if themed else None
+        if topic.terms and not (len(members) == 1 and prior is not None):
+            en = zh = _capitalised(topic.terms[0])  # one title's word names less than the taxonomy's sub-area
+        else:
+            en, zh = prior or _area(members, themed, highlight=True) or FURTHER
+        if en in named:
+            named[en][1].extend(members)
+        else:
+            named[en] = (zh, members)
+    used: set[str] = set()
+    ordered = sorted(named.items(), key=lambda item: item[0] == FURTHER[0])  # "Further changes" last
+    return tuple(
+        Highlight(_unique(_slug(en) or "topic", used), en, zh, tuple(sorted(members, key=_order)))
+        for en, (zh, members) in ordered
+    )
+
+
+def _short(name: str) -> str:
+    """A theme's name as its only highlight's: without the area it ends with ("GTP · Tensor Parallel")."""
+    return name.split(" · ")[0]
+
+
+def _capitalised(term: str) -> str:
+    """A name's first letter up: "Layer config", but "mHC" and "vLLM" as their authors spell them."""
+    first = term.split()[0]
+    plain = first.isalpha() or first.replace("-", "").isalpha()  # not `core_r0.17.0`, `v2` or `fp8`
+    return term[:1].upper() + term[1:] if first.islower() and plain else term
+
+
+def _join(terms: Sequence[str], conjunction: str) -> str:
+    return terms[0] if len(terms) == 1 else ", ".join(terms[:-1]) + conjunction + terms[-1]
+
+
+def _words(name: str) -> set[str]:
+    return {word.casefold() for word in re.findall(r"[\w.+-]+", name)}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60].strip("-")
+
+
+def _unique(slug: str, used: set[str]) -> str:
+    candidate, index = slug, 2
+    while candidate in used:
+        candidate, index = f"{slug}-{index}", index + 1
+    used.add(candidate)
+    return candidate
 
 
 def _order(change: Change) -> int:

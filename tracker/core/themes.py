@@ -446,6 +446,11 @@ _TERMS = (
 _SPELLINGS: dict[str, str] = {word.lower(): word for word in _TERMS.split()}
 
 
+def spelling(word: str) -> str:
+    """How a technical term is written (`rl` is "RL", `pytorch` "PyTorch"); any other word capitalised."""
+    return _SPELLINGS.get(word.lower(), word[:1].upper() + word[1:])
+
+
 def layout_theme(paths: Sequence[str]) -> ThemeChoice:
     """The theme a change gets from where its code lives: the most specific directory holding more than
     half of its code files, kept at most two meaningful levels deep, and the next level below it (a
@@ -468,6 +473,20 @@ def layout_theme(paths: Sequence[str]) -> ThemeChoice:
         highlight_en,
         f"{highlight_en} 相关改进",
     )
+
+
+def layout_area(paths: Sequence[str]) -> tuple[str, str] | None:
+    """The area a set of files is in, named for readers in English and Chinese, as `layout_theme` names it;
+    None when it is no area at all: the top level, or only the package root (`megatron/core`)."""
+    files = considered_files(paths)
+    if not files:
+        return None
+    theme_dir = _cap_depth(_majority_prefix([tuple(f.split("/")[:-1]) for f in files], len(files)))
+    if not theme_dir or not _meaningful(theme_dir):
+        return None
+    if len(theme_dir) == 1 and theme_dir[0].lower() not in _CATEGORIES and not theme_dir[0].startswith("."):
+        return None  # a top-level package ("megatron/") is most of the repository, not an area of it
+    return _name_directory(theme_dir)
 
 
 def _majority_prefix(directories: Sequence[tuple[str, ...]], total: int) -> tuple[str, ...]:
@@ -550,7 +569,7 @@ def _stem(name: str) -> str:
 
 def _readable(component: str) -> str:
     words = [w for w in re.split(r"[\s_\-.]+", component) if w]
-    return " ".join(_SPELLINGS.get(w.lower(), w[:1].upper() + w[1:]) for w in words)
+    return " ".join(spelling(w) for w in words)
 
 
 def _dedupe(name: str) -> str:

@@ -211,8 +211,9 @@ def coverage_notice(report: Report, lang: str) -> tuple[str, str] | None:
 def _names(themes: Sequence[Theme], lang: str, limit: int = 3) -> str:
     names = [theme.zh if lang == "zh-CN" else theme.en for theme in themes[:limit]]
     if lang == "zh-CN":
-        return "、".join(names)
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        return "；".join(names)
+    # Theme names hold "and" and commas themselves: the list is separated by semicolons.
+    return names[0] if len(names) == 1 else "; ".join(names[:-1]) + "; and " + names[-1]
 
 
 # (English lead, Chinese lead, English when empty, Chinese when empty) for each section.
@@ -264,11 +265,22 @@ def theme_summary(theme: Theme, section: Section, lang: str) -> str:
 
 def _mid_sentence(name: str) -> str:
     """ "Dynamic engine" reads "dynamic engine" inside a sentence; "MoE routing" and "KV cache" stay."""
-    return name[:1].lower() + name[1:] if name[1:2].islower() else name
+    first = name.split()[0] if name.split() else name
+    camel = any(char.isupper() for char in first[1:])  # "FullyParallel", "LayerWise" keep their capitals
+    return name[:1].lower() + name[1:] if name[1:2].islower() and not camel else name
 
 
 def _plural(count: int, word: str) -> str:
     return word if count == 1 else word + "s"
+
+
+def bullet_markdown(changes: Sequence[Change], lang: str) -> str:
+    """One bullet's text: each change's cleaned title, its citations right after it."""
+    if lang == "zh-CN":
+        parts = [f"{markdown_text(c.title, MAX_TITLE)}（{'、'.join(citations_markdown(c))}）" for c in changes]
+        return "；".join(parts) + "。"
+    parts = [f"{markdown_text(c.title, MAX_TITLE)} ({', '.join(citations_markdown(c))})" for c in changes]
+    return "; ".join(parts) + "."
 
 
 def citations_markdown(change: Change) -> list[str]:
@@ -328,6 +340,7 @@ def render(report: Report, fmt: str, lang: str) -> str:
         "overview": overview(report, lang),
         "theme_summary": theme_summary,
         "citations": citations_markdown,
+        "bullet": bullet_markdown,
         "repo_url": github_url(report.snapshot.repo),
         "pull_url": pull_url,
         "chart": chart(report.days),
@@ -369,6 +382,7 @@ def report_document(report: Report) -> dict[str, Any]:
                         "id": theme.id,
                         "en": plain(theme.en, limit=None),
                         "zh": plain(theme.zh, limit=None),
+                        "terms": [plain(term, limit=None) for term in theme.terms],
                         "highlights": [
                             {
                                 "id": highlight.id,
@@ -382,6 +396,7 @@ def report_document(report: Report) -> dict[str, Any]:
                                     }
                                     for change in highlight.changes
                                 ],
+                                "bullets": [[change.id for change in run] for run in highlight.bullets],
                             }
                             for highlight in theme.highlights
                         ],

@@ -1,0 +1,387 @@
+"""Month-adaptive themes: a section's changes grouped by what they share, without a language model. Pure.
+
+Each change is described by what it touches and says (`Item`): the directories and files of its code
+(tests, CI and docs counted apart and at half weight), the terms of its title (a *named* term such as
+`GTP`, `MFSDP` or `DeepSeek-V4` twice as much as a plain word, and pairs of consecutive terms), its
+labels, the PR numbers it is or cites, and, when the repository has a taxonomy, the area and sub-area
+the taxonomy gives it (a prior, at a quarter of the weight of the rest: it breaks ties and names themes,
+it does not decide them). Every feature is weighted by how rare it is in the section (inverse document
+frequency: a directory every change touches says nothing), each kind of feature is normalised on its own
+so that a change with 300 files does not drown its title, and the title counts three times the code layout (the
+author's own statement of what the change is about).
+
+Two changes are as similar as the cosine of their feature vectors. Each change is joined to its
+`NEIGHBOURS` most similar ones, and that graph is split into communities by Louvain modularity (igraph's
+multilevel algorithm, at `RESOLUTION`: finer communities than the report's themes), `RUNS` times with
+fixed seeds; the communities are the groups of changes that were in one community in most runs
+(average-linkage clustering of the co-membership, scipy). Agreement between runs keeps one unlucky run
+from reshaping a theme, and keeps a late arrival from moving unrelated changes.
+
+Then the limits of the report: at most `MAX_THEMES` themes per section. A community holding more than
+`LARGEST_SHARE` of the section is split once more on its own when it falls apart (one area that really
+dominates stays whole); the largest communities become the themes, and each change of the others joins
+the theme it is most similar to on average (a change similar to no theme goes to "Other"). Inside a
+theme, the same communities, found among its own changes, are its sub-topics (the report's highlights,
+at most `MAX_TOPICS`, the smallest absorbed by the closest). Themes and sub-topics are named by their
+*distinctive terms*: title terms frequent in them and rare in the rest of the section.
+
+Tuned on the development set (the published grouping of August 1–22, 2026 in ../shared/data/megatron):
+bench/themes.py prints the agreement. On 55 PRs the adjusted Rand index moves by ±0.05 between
+neighbouring settings (`NEIGHBOURS` 4 to 8), so the weights are round numbers, not a fitted optimum.
+
+Deterministic: the same items in the same order give the same groups (fixed seeds, stable sorts, ties
+broken by position). Linear in the features, quadratic in the number of changes (a dense similarity
+matrix: 1,500 changes are 2.25 million numbers).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import igraph
+import numpy as np
+from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.sparse import csr_matrix, diags
+from scipy.spatial.distance import squareform
+
+from tracker.core.themes import considered_files, is_auxiliary
+from tracker.core.titles import Term, title_terms
+
+MAX_THEMES = 10
+MAX_TOPICS = 4
+LARGEST_SHARE = 0.30
+NEIGHBOURS = 6
+RUNS = 8
+# Louvain's resolution: above 1, smaller communities. A large section is cut finer than its themes, which
+# are then its largest communities, grown by the rest; a small one (a few dozen changes) at 1, where a finer
+# cut would leave every change alone. Between the two, in proportion to the number of changes.
+RESOLUTION = (1.0, 1.25)
+RESOLUTION_SIZE = 120  # changes from which the finer resolution applies in full
+MIN_SIMILARITY = 0.05  # an edge of the graph: below this, two changes share nothing worth saying
+TOPIC_CUT = 0.8  # cosine distance under which two changes of a theme are one sub-topic (average linkage)
+
+# Weights of the kinds of features (each kind normalised on its own first).
+TITLE_WEIGHT = 3.0
+NAMED_WEIGHT = 2.0  # a named term inside the title block, against 1 for a plain word or a pair
+PATH_WEIGHT = 1.0
+AUXILIARY_WEIGHT = 0.5  # tests, CI and docs of a change that also has code
+LABEL_WEIGHT = 1.0
+REFERENCE_WEIGHT = 1.0
+PRIOR_WEIGHT = 0.5
+MAX_PATHS = 1_000  # of one change: a nightly sync touching thousands says no more with all of them
+
+_RANDOM = threading.Lock()  # igraph's random number generator is one for the process
+
+# A distinctive term must be in at least this share of a theme's changes (and in two of them).
+TERM_SHARE = 0.2
+
+
+@dataclass(frozen=True)
+class Item:
+    """One change as the grouping sees it."""
+
+    title: str
+    labels: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    references: tuple[int, ...] = ()  # the PR numbers it is, and the ones it cites
+    prior: tuple[str, ...] = ()  # the taxonomy's area and sub-area ids; empty without a taxonomy
+
+
+@dataclass(frozen=True)
+class Topic:
+    members: tuple[int, ...]  # indexes into the items, ascending
+    terms: tuple[str, ...]  # distinctive terms as written, most distinctive first
+
+
+@dataclass(frozen=True)
+class Group:
+    members: tuple[int, ...]
+    terms: tuple[str, ...]
+    topics: tuple[Topic, ...]
+    other: bool = False
+
+
+def group(items: Sequence[Item]) -> tuple[Group, ...]:
+    """The themes of a section: largest first, "Other" (if any) last."""
+    n = len(items)
+    if n == 0:
+        return ()
+    similarity = _similarity(items)
+    vocabulary = _Vocabulary(items)
+    clusters = _communities(similarity, list(range(n)))
+    clusters = _split_dominant(similarity, clusters, n)
+    clusters, other = _within_limit(similarity, clusters, n)
+    # One change is no theme's story: its terms name its sub-topic, and its area the theme.
+    groups = [
+        Group(tuple(c), vocabulary.distinctive(c, limit=2) if len(c) > 1 else (), _topics(similarity, vocabulary, c))
+        for c in clusters
+    ]
+    if other:
+        members = tuple(sorted(other))
+        groups.append(Group(members, (), (Topic(members, vocabulary.distinctive(members, limit=1)),), other=True))
+    return tuple(groups)
+
+
+# --- features ---------------------------------------------------------------------------------------
+
+
+def _features(item: Item) -> dict[str, float]:
+    features: dict[str, float] = defaultdict(float)
+    paths = list(dict.fromkeys(item.paths))[:MAX_PATHS]
+    files = considered_files(paths)
+    for path in files:
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            features["d:" + "/".join(parts[:depth])] += 1 / len(files)
+        features["f:" + path] += 1 / len(files)
+    chosen = set(files)
+    for path in paths:
+        if path not in chosen and is_auxiliary(path):
+            parts = path.split("/")
+            for depth in range(2, len(parts)):
+                features["a:" + "/".join(parts[:depth])] += 1 / len(paths)
+    terms = title_terms(item.title)
+    for term in terms:
+        features["w:" + term.key] = NAMED_WEIGHT if term.named else 1.0
+    for first, second in zip(terms, terms[1:], strict=False):
+        features[f"w:{first.key} {second.key}"] = 1.0
+    for label in item.labels:
+        features["l:" + label.strip().casefold()] = 1.0
+    for number in item.references:
+        features[f"r:{number}"] = 1.0
+    for index, prior in enumerate(item.prior[:2]):
+        features[f"{'pq'[index]}:{prior}"] = 1.0
+    return features
+
+
+_BLOCKS = {"d": PATH_WEIGHT, "f": PATH_WEIGHT, "a": AUXILIARY_WEIGHT, "w": TITLE_WEIGHT, "l": LABEL_WEIGHT}
+_BLOCKS |= {"r": REFERENCE_WEIGHT, "p": PRIOR_WEIGHT, "q": PRIOR_WEIGHT}  # area, sub-area
+
+
+def _similarity(items: Sequence[Item]) -> np.ndarray:
+    """Cosine similarity of every pair of changes (a dense n × n matrix, 1 on the diagonal or 0 for a
+    change that shares nothing with any other)."""
+    n = len(items)
+    rows = [_features(item) for item in items]
+    frequency = Counter(key for row in rows for key in row)
+    # A feature of every change cannot tell them apart. One of a single change makes it alike to none, but
+    # stays in its norm: what a change does alone dilutes what it shares.
+    columns = {key: i for i, key in enumerate(sorted(k for k, count in frequency.items() if count < n))}
+    total = None
+    for block, weight in _BLOCKS.items():
+        data, row_index, column_index = [], [], []
+        for i, row in enumerate(rows):
+            for key, value in row.items():
+                column = columns.get(key)
+                if column is not None and key[0] == block:
+                    data.append(value * math.log(n / frequency[key]))
+                    row_index.append(i)
+                    column_index.append(column)
+        matrix = _normalised(csr_matrix((data, (row_index, column_index)), shape=(n, len(columns)))) * weight
+        total = matrix if total is None else total + matrix
+    assert total is not None
+    vectors = _normalised(total)
+    return np.asarray((vectors @ vectors.T).todense())
+
+
+def _normalised(matrix: csr_matrix) -> csr_matrix:
+    norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
+    norms[norms == 0] = 1.0
+    return diags(1 / norms) @ matrix
+
+
+# --- communities ------------------------------------------------------------------------------------
+
+
+def _communities(similarity: np.ndarray, members: Sequence[int]) -> list[list[int]]:
+    """Consensus Louvain communities of the neighbour graph of `members`, largest first."""
+    if len(members) <= 2:
+        return _ordered([[m] for m in members] if _sim(similarity, members) < MIN_SIMILARITY else [list(members)])
+    sub = similarity[np.ix_(members, members)]
+    edges: dict[tuple[int, int], float] = {}
+    for i in range(len(members)):
+        row = sub[i].copy()
+        row[i] = -1.0
+        for j in np.argsort(-row, kind="stable")[:NEIGHBOURS]:
+            weight = float(row[j])
+            if weight < MIN_SIMILARITY:
+                break
+            edges[(min(i, int(j)), max(i, int(j)))] = weight
+    pairs = sorted(edges)
+    graph = igraph.Graph(n=len(members), edges=pairs)
+    weights = [edges[pair] for pair in pairs]
+    together = np.zeros((len(members), len(members)))
+    low, high = RESOLUTION
+    resolution = low + (high - low) * min(1.0, max(0.0, (len(members) - 2 * NEIGHBOURS) / RESOLUTION_SIZE))
+    with _RANDOM:
+        for seed in range(RUNS):
+            # igraph draws from the generator it is given; a fresh one per run, seeded, makes runs repeatable.
+            igraph.set_random_number_generator(random.Random(seed))
+            for community in graph.community_multilevel(weights=weights, resolution=resolution):
+                index = np.fromiter(sorted(community), dtype=int)
+                together[np.ix_(index, index)] += 1
+        igraph.set_random_number_generator(random)
+    distance = 1 - together / RUNS
+    np.fill_diagonal(distance, 0)
+    labels = fcluster(linkage(squareform(distance, checks=False), method="average"), t=0.5, criterion="distance")
+    clusters: dict[int, list[int]] = defaultdict(list)
+    for position, label in enumerate(labels):
+        clusters[int(label)].append(members[position])
+    return _ordered(list(clusters.values()))
+
+
+def _sim(similarity: np.ndarray, members: Sequence[int]) -> float:
+    return float(similarity[members[0], members[-1]]) if len(members) == 2 else 1.0
+
+
+def _ordered(clusters: Iterable[list[int]]) -> list[list[int]]:
+    return sorted((sorted(c) for c in clusters), key=lambda c: (-len(c), c[0]))
+
+
+def _split_dominant(similarity: np.ndarray, clusters: list[list[int]], n: int) -> list[list[int]]:
+    """A theme over `LARGEST_SHARE` of the section is split on its own, once, if it falls apart."""
+    result = []
+    for cluster in clusters:
+        if len(cluster) > LARGEST_SHARE * n and len(cluster) >= 4:
+            parts = _communities(similarity, cluster)
+            if len(parts) > 1:
+                result.extend(parts)
+                continue
+        result.append(cluster)
+    return _ordered(result)
+
+
+def _within_limit(similarity: np.ndarray, clusters: list[list[int]], n: int) -> tuple[list[list[int]], list[int]]:
+    """At most `MAX_THEMES` themes, "Other" included: the largest communities are the themes, and each
+    change of the others joins the theme it is most similar to on average; a change similar to none of
+    them goes to "Other", which then takes the last theme's place."""
+    for room in (MAX_THEMES, MAX_THEMES - 1):
+        if len(clusters) <= room:
+            return [list(c) for c in clusters], []
+        kept = [list(c) for c in clusters[:room]]
+        other: list[int] = []
+        for member in (m for c in clusters[room:] for m in c):
+            alike = [float(similarity[member, c].mean()) for c in kept]
+            closest = int(np.argmax(alike))
+            if alike[closest] > 0:
+                kept[closest].append(member)
+            else:
+                other.append(member)
+        if not other:
+            return _ordered(kept), []
+    return _ordered(kept), other
+
+
+# --- sub-topics -------------------------------------------------------------------------------------
+
+
+def _topics(similarity: np.ndarray, vocabulary: _Vocabulary, members: Sequence[int]) -> tuple[Topic, ...]:
+    """At most `MAX_TOPICS` sub-topics: the theme's own communities, the largest kept, each of the rest
+    merged into the one it is most similar to (or, alike to none, into a last "further" sub-topic)."""
+    members = sorted(members)
+    parts = _communities(similarity, members) if len(members) >= 4 else [members]
+    kept = [list(p) for p in parts if len(p) >= 2][: MAX_TOPICS - 1] or [list(parts[0])]
+    rest = [m for p in parts if not any(p == k for k in kept) for m in p]
+    further: list[int] = []
+    for member in rest:
+        alike = [float(similarity[member, k].mean()) for k in kept]
+        closest = int(np.argmax(alike))
+        if alike[closest] >= 2 * MIN_SIMILARITY:
+            kept[closest].append(member)
+        else:
+            further.append(member)
+    topics = _ordered(kept)
+    if len(further) == 1 and len(topics) < MAX_TOPICS:
+        topics.append(further)  # one change alike to none stands as its own sub-topic
+    elif further:
+        topics.append(sorted(further))
+    named: list[Topic] = []
+    taken: set[str] = set()
+    for index, topic in enumerate(topics):
+        if index == len(topics) - 1 and further and len(further) > 1:
+            named.append(Topic(tuple(topic), ()))  # alike to nothing: no single term names it
+            continue
+        terms = [t for t in vocabulary.distinctive(topic, limit=3) if t.casefold() not in taken]
+        taken.update(t.casefold() for t in terms[:1])
+        named.append(Topic(tuple(topic), tuple(terms[:1])))
+    return tuple(named)
+
+
+# --- distinctive terms ------------------------------------------------------------------------------
+
+
+class _Vocabulary:
+    """The title terms (and pairs of consecutive terms) of a section's changes, and how rare each is."""
+
+    def __init__(self, items: Sequence[Item]) -> None:
+        self.size = len(items)
+        self.terms: list[dict[str, str]] = []  # per item: key -> text as written
+        self.named: dict[str, bool] = {}
+        for item in items:
+            found: dict[str, str] = {}
+            terms = title_terms(item.title)
+            for term in terms:
+                found[term.key] = term.text
+                self.named[term.key] = self.named.get(term.key, False) or term.named
+            for first, second in zip(terms, terms[1:], strict=False):
+                key = f"{first.key} {second.key}"
+                found[key] = f"{first.text} {second.text}"
+                self.named[key] = first.named or second.named
+            self.terms.append(found)
+        self.frequency = Counter(key for found in self.terms for key in found)
+
+    def distinctive(self, members: Sequence[int], limit: int) -> tuple[str, ...]:
+        """The terms most frequent in `members` and rarest in the section, as written."""
+        counts = Counter(key for m in members for key in self.terms[m])
+        base, size = self.frequency, self.size
+        needed = 1 if len(members) == 1 else max(2, math.ceil(TERM_SHARE * len(members)))
+
+        def score(key: str) -> float:
+            rarity = math.log((size + 1) / base[key])
+            return counts[key] * (rarity + 0.1) * (1.5 if self.named.get(key) else 1.0)
+
+        candidates = [
+            k
+            for k, count in counts.items()
+            if count >= needed and _worth_naming(k) and (len(members) > 1 or " " not in k)  # one title: one word
+        ]
+        # A pair as frequent as the rarer of its words says more than either word alone.
+        pairs = {k for k in candidates if " " in k and counts[k] >= 0.6 * min(counts[w] for w in k.split())}
+        covered = {word for pair in pairs for word in pair.split()}
+        candidates = [k for k in candidates if (" " not in k or k in pairs) and k not in covered]
+        chosen: list[str] = []
+        for key in sorted(candidates, key=lambda k: (-score(k), k)):
+            if any(set(key.split()) & set(c.split()) for c in chosen):
+                continue
+            if chosen and score(key) < 0.5 * score(chosen[0]):
+                break  # a much weaker term would name a part of the theme as if it were all of it
+            chosen.append(key)
+            if len(chosen) == limit:
+                break
+        return tuple(self._written(key, members) for key in chosen)
+
+    def _written(self, key: str, members: Sequence[int]) -> str:
+        spellings = Counter(self.terms[m][key] for m in members if key in self.terms[m])
+        # "MoE" over "moe" over "Moe": an author who wrote capitals inside a name knew how it is spelled, and
+        # a capital only at the start is a title's first word.
+        return min(spellings.items(), key=lambda item: (_casing(item[0]), -item[1], item[0]))[0]
+
+
+def _casing(text: str) -> int:
+    if any(char.isupper() for word in text.split() for char in word[1:]):
+        return 0
+    return 1 if text == text.lower() else 2
+
+
+def _worth_naming(key: str) -> bool:
+    """Not a version (`v2`, `0.5.1`) or a number alone, nor a pair starting with one: those name nothing."""
+    first = key.split()[0]
+    return not (first[:1].isdigit() or (" " not in key and first[:1] == "v" and first[1:2].isdigit()))
+
+
+__all__ = ["Group", "Item", "Term", "Topic", "group"]
