@@ -68,6 +68,16 @@ def test_the_same_input_gives_the_same_themes() -> None:
     assert group(items) == group(list(items))
 
 
+def test_the_remembered_grouping_follows_the_data() -> None:
+    # group() remembers its answers by content: a changed title, path or label is a new answer.
+    items = [*GTP, *RL]
+    assert group(items)[0].terms[0] == "GTP"
+    renamed = [Item(item.title.replace("GTP", "Zebra"), item.labels, item.paths) for item in items]
+    assert group(renamed)[0].terms[0] == "Zebra"
+    moved = [*GTP[:2], Item(GTP[2].title, paths=("megatron/rl/agent/rollout.py",)), *RL]
+    assert [g.members for g in group(moved)] != [g.members for g in group(items)]
+
+
 def test_a_change_alike_to_nothing_stands_alone_while_there_is_room() -> None:
     lone = Item("Tidy the README", paths=("README.md",))
     groups = group([*GTP, lone])
