@@ -57,7 +57,9 @@ MAX_THEMES = 10
 MAX_TOPICS = 4
 LARGEST_SHARE = 0.30
 NEIGHBOURS = 6
-RUNS = 8
+RUNS = (
+    16  # consensus runs: fewer let one late change move more of the others (measured 2.2 % of pairs at 8, 1.4 % at 16)
+)
 # Louvain's resolution: above 1, smaller communities. A large section is cut finer than its themes, which
 # are then its largest communities, grown by the rest; a small one (a few dozen changes) at 1, where a finer
 # cut would leave every change alone. Between the two, in proportion to the number of changes.
