@@ -57,16 +57,16 @@ MAX_THEMES = 10
 MAX_TOPICS = 4
 LARGEST_SHARE = 0.30
 NEIGHBOURS = 6
-RUNS = (
-    16  # consensus runs: fewer let one late change move more of the others (measured 2.2 % of pairs at 8, 1.4 % at 16)
-)
+# Consensus runs: with fewer, one late change moves more of the others (measured on August: 2.2 % of the
+# pairs of the other changes at 8 runs, 1.4 % at 16).
+RUNS = 16
+TOPIC_RUNS = 4  # inside a theme, where a change moving between sub-topics moves no theme
 # Louvain's resolution: above 1, smaller communities. A large section is cut finer than its themes, which
 # are then its largest communities, grown by the rest; a small one (a few dozen changes) at 1, where a finer
 # cut would leave every change alone. Between the two, in proportion to the number of changes.
 RESOLUTION = (1.0, 1.25)
 RESOLUTION_SIZE = 120  # changes from which the finer resolution applies in full
 MIN_SIMILARITY = 0.05  # an edge of the graph: below this, two changes share nothing worth saying
-TOPIC_CUT = 0.8  # cosine distance under which two changes of a theme are one sub-topic (average linkage)
 
 # Weights of the kinds of features (each kind normalised on its own first).
 TITLE_WEIGHT = 3.0
@@ -113,6 +113,11 @@ def group(items: Sequence[Item]) -> tuple[Group, ...]:
     """The themes of a section: largest first, "Other" (if any) last. Remembered by content for the last
     few sections: the Markdown, HTML and JSON of one cutoff, in both languages, group the same changes."""
     return _group(tuple(items))
+
+
+def forget() -> None:
+    """Forget the remembered groupings (benchmarks measure the first request after a change with it)."""
+    _group.cache_clear()
 
 
 @lru_cache(maxsize=16)
@@ -181,16 +186,18 @@ def _similarity(items: Sequence[Item]) -> np.ndarray:
     # A feature of every change cannot tell them apart. One of a single change makes it alike to none, but
     # stays in its norm: what a change does alone dilutes what it shares.
     columns = {key: i for i, key in enumerate(sorted(k for k, count in frequency.items() if count < n))}
+    entries: dict[str, tuple[list[float], list[int], list[int]]] = {block: ([], [], []) for block in _BLOCKS}
+    for i, row in enumerate(rows):
+        for key, value in row.items():
+            column = columns.get(key)
+            if column is not None:
+                data, row_index, column_index = entries[key[0]]
+                data.append(value * math.log(n / frequency[key]))
+                row_index.append(i)
+                column_index.append(column)
     total = None
     for block, weight in _BLOCKS.items():
-        data, row_index, column_index = [], [], []
-        for i, row in enumerate(rows):
-            for key, value in row.items():
-                column = columns.get(key)
-                if column is not None and key[0] == block:
-                    data.append(value * math.log(n / frequency[key]))
-                    row_index.append(i)
-                    column_index.append(column)
+        data, row_index, column_index = entries[block]
         matrix = _normalised(csr_matrix((data, (row_index, column_index)), shape=(n, len(columns)))) * weight
         total = matrix if total is None else total + matrix
     assert total is not None
@@ -207,7 +214,7 @@ def _normalised(matrix: csr_matrix) -> csr_matrix:
 # --- communities ------------------------------------------------------------------------------------
 
 
-def _communities(similarity: np.ndarray, members: Sequence[int]) -> list[list[int]]:
+def _communities(similarity: np.ndarray, members: Sequence[int], runs: int = RUNS) -> list[list[int]]:
     """Consensus Louvain communities of the neighbour graph of `members`, largest first."""
     if len(members) <= 2:
         return _ordered([[m] for m in members] if _sim(similarity, members) < MIN_SIMILARITY else [list(members)])
@@ -228,14 +235,14 @@ def _communities(similarity: np.ndarray, members: Sequence[int]) -> list[list[in
     low, high = RESOLUTION
     resolution = low + (high - low) * min(1.0, max(0.0, (len(members) - 2 * NEIGHBOURS) / RESOLUTION_SIZE))
     with _RANDOM:
-        for seed in range(RUNS):
+        for seed in range(runs):
             # igraph draws from the generator it is given; a fresh one per run, seeded, makes runs repeatable.
             igraph.set_random_number_generator(random.Random(seed))
             for community in graph.community_multilevel(weights=weights, resolution=resolution):
                 index = np.fromiter(sorted(community), dtype=int)
                 together[np.ix_(index, index)] += 1
         igraph.set_random_number_generator(random)
-    distance = 1 - together / RUNS
+    distance = 1 - together / runs
     np.fill_diagonal(distance, 0)
     labels = fcluster(linkage(squareform(distance, checks=False), method="average"), t=0.5, criterion="distance")
     clusters: dict[int, list[int]] = defaultdict(list)
@@ -293,7 +300,7 @@ def _topics(similarity: np.ndarray, vocabulary: _Vocabulary, members: Sequence[i
     """At most `MAX_TOPICS` sub-topics: the theme's own communities, the largest kept, each of the rest
     merged into the one it is most similar to (or, alike to none, into a last "further" sub-topic)."""
     members = sorted(members)
-    parts = _communities(similarity, members) if len(members) >= 4 else [members]
+    parts = _communities(similarity, members, TOPIC_RUNS) if len(members) >= 4 else [members]
     kept = [list(p) for p in parts if len(p) >= 2][: MAX_TOPICS - 1] or [list(parts[0])]
     rest = [m for p in parts if not any(p == k for k in kept) for m in p]
     further: list[int] = []
@@ -393,4 +400,4 @@ def _worth_naming(key: str) -> bool:
     return not (first[:1].isdigit() or (" " not in key and first[:1] == "v" and first[1:2].isdigit()))
 
 
-__all__ = ["Group", "Item", "Term", "Topic", "group"]
+__all__ = ["Group", "Item", "Term", "Topic", "forget", "group"]

@@ -1,4 +1,7 @@
-"""Which technical theme (and which highlight inside it) a change belongs to, without a language model. Pure.
+"""The area (and sub-area) a change is in, by a taxonomy or by its code layout, without a language model. Pure.
+
+A report's themes are grouped per month by tracker.core.clusters; this module gives each change its
+area, which that grouping takes as a light prior and the report takes for names ("· Megatron-FSDP").
 
 With a taxonomy (`ThemeConfig`s from the YAML config), every theme is scored against the change:
 - paths: the share of the change's files the theme's patterns claim. Test, CI and documentation files
