@@ -251,6 +251,24 @@ def test_both_parts_of_a_group_are_described_alike() -> None:
     assert result.placement()[90]["highlight"] == result.placement()[91]["highlight"] == "mixture-of-experts/routing"
 
 
+def test_two_themes_of_one_name_are_one() -> None:
+    # Two changes with nothing in common but the taxonomy's area are two communities; named by the area
+    # alone they would be two "Mixture of Experts" headings: they are one theme, each in its highlight.
+    moe = "megatron/core/transformer/moe/"
+    result = report(
+        [
+            PR(1, MERGED, "Speed up token permutation", files=(moe + "permute.py",)),
+            PR(2, MERGED, "Fix the router", files=(moe + "router.py",)),
+        ],
+        TAXONOMY,
+    )
+    delivered = result.sections[0]
+    assert [(theme.en, [c.id for c in theme.changes]) for theme in delivered.themes] == [
+        ("Mixture of Experts", ["change-1", "change-2"])
+    ]
+    assert [h.en for h in delivered.themes[0].highlights] == ["Routing"]
+
+
 # --- every narrated PR once, in its own section -------------------------------------------------
 
 

@@ -51,7 +51,7 @@ from scipy.sparse import csr_matrix, diags
 from scipy.spatial.distance import squareform
 
 from tracker.core.themes import considered_files, is_auxiliary
-from tracker.core.titles import Term, title_terms
+from tracker.core.titles import Term, term_key, title_terms
 
 MAX_THEMES = 10
 MAX_TOPICS = 4
@@ -99,6 +99,7 @@ class Item:
 class Topic:
     members: tuple[int, ...]  # indexes into the items, ascending
     terms: tuple[str, ...]  # distinctive terms as written, most distinctive first
+    share: float = 0.0  # of its changes whose titles carry its first term
 
 
 @dataclass(frozen=True)
@@ -324,7 +325,8 @@ def _topics(similarity: np.ndarray, vocabulary: _Vocabulary, members: Sequence[i
             continue
         terms = [t for t in vocabulary.distinctive(topic, limit=3) if t.casefold() not in taken]
         taken.update(t.casefold() for t in terms[:1])
-        named.append(Topic(tuple(topic), tuple(terms[:1])))
+        share = vocabulary.share(terms[0], topic) if terms else 0.0
+        named.append(Topic(tuple(topic), tuple(terms[:1]), share))
     return tuple(named)
 
 
@@ -380,6 +382,11 @@ class _Vocabulary:
             if len(chosen) == limit:
                 break
         return tuple(self._written(key, members) for key in chosen)
+
+    def share(self, written: str, members: Sequence[int]) -> float:
+        """The share of `members` whose titles carry a term (as `distinctive` wrote it)."""
+        key = " ".join(term_key(word) for word in written.split())
+        return sum(1 for m in members if key in self.terms[m]) / max(len(members), 1)
 
     def _written(self, key: str, members: Sequence[int]) -> str:
         spellings = Counter(self.terms[m][key] for m in members if key in self.terms[m])

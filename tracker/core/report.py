@@ -279,16 +279,45 @@ def _themes(changes: Sequence[Change], themed: bool) -> tuple[Theme, ...]:
     for group in clusters.group(items):
         members = [changes[i] for i in group.members]
         terms: tuple[str, ...] = ()
-        if group.other:
+        area = _area(members, themed) if group.other else None
+        if group.other and area is None:
             en, zh = OTHER_THEME[1], OTHER_THEME[2]
+        elif group.other and area is not None:  # alike to no theme, but all in one area: named by it
+            en, zh = area
         else:
             topic_terms = [t.terms[0] for t in group.topics if t.terms]
             en, zh, terms = _theme_name(group.terms, topic_terms, members, themed)
         highlights = _highlights(group.topics, changes, themed)
         if len(highlights) == 1 and highlights[0].en == FURTHER[0]:  # nothing names a part: the theme's name does
             highlights = (replace(highlights[0], id=_slug(en) or "topic", en=_short(en), zh=_short(zh)),)
-        themes.append(Theme(_unique(_slug(en) or "theme", used), en, zh, highlights, terms))
-    return tuple(themes)
+        same = next((i for i, theme in enumerate(themes) if theme.en == en), None)
+        if same is not None:  # two communities one name says (the taxonomy's area, alone): one theme
+            themes[same] = replace(themes[same], highlights=_merged(themes[same].highlights, highlights))
+            continue
+        mixed = group.other and en == OTHER_THEME[1]
+        theme_id = OTHER_THEME[0] if mixed else _unique(_slug(en) or "theme", used)
+        themes.append(Theme(theme_id, en, zh, highlights, terms))
+    return tuple(sorted(themes, key=lambda theme: (theme.id == OTHER_THEME[0], -len(theme.changes))))
+
+
+def _merged(first: Sequence[Highlight], second: Sequence[Highlight]) -> tuple[Highlight, ...]:
+    """The highlights of two themes of one name: one of each name, at most `MAX_HIGHLIGHTS`, the smallest
+    beyond that in "Further changes"."""
+    by_name: dict[str, Highlight] = {}
+    for highlight in (*first, *second):
+        known = by_name.get(highlight.en)
+        by_name[highlight.en] = (
+            replace(known, changes=tuple(sorted((*known.changes, *highlight.changes), key=_order)))
+            if known
+            else highlight
+        )
+    ranked = sorted(by_name.values(), key=lambda h: (h.en == FURTHER[0], -len(h.changes)))
+    if len(ranked) <= MAX_HIGHLIGHTS:
+        return tuple(ranked)
+    kept, rest = ranked[: MAX_HIGHLIGHTS - 1], ranked[MAX_HIGHLIGHTS - 1 :]
+    folded = tuple(sorted((c for h in rest for c in h.changes), key=_order))
+    ids = {h.id for h in kept}
+    return (*kept, Highlight(_unique(_slug(FURTHER[0]), ids), *FURTHER, folded))
 
 
 def _references(change: Change) -> set[int]:
@@ -339,13 +368,15 @@ def _area(members: Sequence[Change], themed: bool, highlight: bool = False) -> t
 
 
 def _highlights(topics: Sequence[clusters.Topic], changes: Sequence[Change], themed: bool) -> tuple[Highlight, ...]:
-    """Each sub-topic named by its distinctive term, else by its area; two of one name are one highlight."""
+    """Each sub-topic named by its distinctive term when most of its changes say it, else by the taxonomy's
+    sub-area of most of them, else by the term, else by its area; two of one name are one highlight."""
     named: dict[str, tuple[str, list[Change]]] = {}
     for topic in topics:
         members = [changes[i] for i in topic.members]
         prior = _area(members, themed, highlight=True) if themed else None
-        if topic.terms and not (len(members) == 1 and prior is not None):
-            en = zh = _capitalised(topic.terms[0])  # one title's word names less than the taxonomy's sub-area
+        # One title's word, or a word a minority of the titles say, names less than the taxonomy's sub-area.
+        if topic.terms and (prior is None or (len(members) > 1 and topic.share >= 0.5)):
+            en = zh = _capitalised(topic.terms[0])
         else:
             en, zh = prior or _area(members, themed, highlight=True) or FURTHER
         if en in named:
