@@ -1,0 +1,162 @@
+"""The language-model narrator: prose for a report's sections, validated, or the deterministic text.
+
+For each section with changes, one request asks the model for the section's prose in English
+(tracker.core.narration builds the request and checks the answer). An answer that breaks a rule (a
+change dropped, invented or placed twice, a URL or Markdown in the text, too long, not JSON) gets one
+targeted retry naming what was wrong; a second bad answer, or a failure of the endpoint (timeout, rate
+limit, error), leaves that section to the deterministic text and says so in `fallbacks`. The Chinese is
+a translation of the validated English, checked the same way plus the glossary (terms kept verbatim)
+and the citations (the same changes, in the same order); if it fails twice, that section's Chinese is
+the deterministic text while its English is the model's.
+
+The model writes words only: the application owns the sections, the change groups, which changes each
+sentence covers (checked: each exactly once, only ids it was given), the citations and the numbers.
+Nothing here renders; the caller stores `Narration` and the report applies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tracker.core import narration
+from tracker.core.narration import Problem, SectionInput, SectionProse
+from tracker.core.report import Report
+from tracker.llm.client import ChatClient, Completion, LlmError
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """One section (or one section's Chinese) left to the deterministic text, and why."""
+
+    section: str
+    stage: str  # "english" or "chinese"
+    reason: str  # an LlmError kind ("timeout", "rate_limited", ...) or "invalid: <problem codes>"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"section": self.section, "stage": self.stage, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class SectionNarration:
+    section: str
+    english: SectionProse | None  # None: the deterministic text
+    chinese: SectionProse | None  # None: the deterministic text (always None when english is)
+
+
+@dataclass(frozen=True)
+class Narration:
+    model: str
+    prompt_version: str
+    sections: tuple[SectionNarration, ...]
+    fallbacks: tuple[Fallback, ...]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+    retry_after: float | None = None  # the endpoint asked to wait this long (a rate limit)
+
+    def section(self, section_id: str) -> SectionNarration | None:
+        return next((s for s in self.sections if s.section == section_id), None)
+
+
+@dataclass
+class _Tally:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+    retry_after: float | None = None
+    fallbacks: list[Fallback] = field(default_factory=list)
+
+    def count(self, completion: Completion) -> None:
+        self.prompt_tokens += completion.prompt_tokens
+        self.completion_tokens += completion.completion_tokens
+
+
+def narrate(
+    report: Report,
+    client: ChatClient,
+    bodies: Mapping[int, str] | None = None,
+    commits: Mapping[int, Sequence[str]] | None = None,
+    glossary: Sequence[str] = (),
+) -> Narration:
+    """Prose for every section of `report` that has changes. Never raises for the endpoint or the model:
+    every failure is a fallback. `glossary`: terms the repository wants kept verbatim in Chinese."""
+    tally = _Tally()
+    sections = []
+    for section in report.sections:
+        if not section.changes:
+            continue
+        data = narration.section_input(report, section.id, bodies or {}, commits or {})
+        english = _english(client, data, tally)
+        chinese = _chinese(client, english, data.section, glossary, tally) if english is not None else None
+        sections.append(SectionNarration(section.id, english, chinese))
+    return Narration(
+        model=client.model,
+        prompt_version=narration.PROMPT_VERSION,
+        sections=tuple(sections),
+        fallbacks=tuple(tally.fallbacks),
+        prompt_tokens=tally.prompt_tokens,
+        completion_tokens=tally.completion_tokens,
+        requests=tally.requests,
+        retry_after=tally.retry_after,
+    )
+
+
+def _english(client: ChatClient, data: SectionInput, tally: _Tally) -> SectionProse | None:
+    messages = narration.prompt_messages(data)
+    return _ask(client, messages, lambda prose: narration.validate(prose, data), data.section, "english", tally)
+
+
+def _chinese(
+    client: ChatClient, english: SectionProse, section: str, configured: Sequence[str], tally: _Tally
+) -> SectionProse | None:
+    texts = [text for theme in english.themes for text in _texts(theme)]
+    glossary = narration.glossary_terms(texts, configured)
+    messages = narration.translation_messages(english, glossary)
+    return _ask(
+        client,
+        messages,
+        lambda prose: narration.translation_problems(english, prose, glossary),
+        section,
+        "chinese",
+        tally,
+    )
+
+
+def _texts(theme: narration.ThemeProse) -> list[str]:
+    return [theme.title, theme.summary, *(highlight.sentence for highlight in theme.highlights)]
+
+
+def _ask(
+    client: ChatClient,
+    messages: list[dict[str, str]],
+    check: Callable[[SectionProse], list[Problem]],
+    section: str,
+    stage: str,
+    tally: _Tally,
+) -> SectionProse | None:
+    """One request and, if its answer breaks a rule, one targeted retry; None (a fallback) otherwise."""
+    problems: list[Problem] = []
+    for attempt in range(2):
+        try:
+            tally.requests += 1
+            completion = client.complete_json(messages, narration.response_schema(), narration.SCHEMA_NAME)
+        except LlmError as error:
+            if error.retry_after is not None:
+                tally.retry_after = max(tally.retry_after or 0.0, error.retry_after)
+            tally.fallbacks.append(Fallback(section, stage, error.kind))
+            return None
+        tally.count(completion)
+        parsed = narration.parse(completion.text)
+        problems = parsed if isinstance(parsed, list) else check(parsed)
+        if not problems and not isinstance(parsed, list):
+            return parsed
+        if attempt == 0:
+            messages = [
+                *messages,
+                {"role": "assistant", "content": completion.text[: narration.MAX_ANSWER]},
+                narration.repair_message(problems),
+            ]
+    codes = sorted({problem.code for problem in problems})
+    tally.fallbacks.append(Fallback(section, stage, "invalid: " + ", ".join(codes)))
+    return None
