@@ -12,17 +12,22 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.bullets import CITATION
 from tests.core.test_narration import PRS, VALID, laid_out
 from tests.core.test_report import MERGED, PR
 from tests.fake_openai import FakeOpenAI, Reply, Slow, Status
+from tracker.core import narration
+from tracker.core.narration import SectionProse
 from tracker.core.report import DELIVERED, IN_PROGRESS
 from tracker.llm.client import ChatClient
 from tracker.llm.narrator import Fallback, narrate
+from tracker.reports.render import render
 
 OPEN_VALID: dict[str, Any] = {
     "themes": [
@@ -181,14 +186,14 @@ def test_a_rate_limit_waits_once_then_falls_back_and_says_when_to_come_back(fake
     assert all(s.english is None for s in result.sections)
 
 
-def test_a_translation_that_drops_a_glossary_term_falls_back_to_the_deterministic_chinese(fake: FakeOpenAI) -> None:
+def test_a_translation_that_drops_a_glossary_term_falls_back_in_both_languages(fake: FakeOpenAI) -> None:
     lossy = chinese(VALID)
     lossy["themes"][1]["highlights"][0]["sentence"] = "分片参数使用新的分组方式。"  # MFSDP and FullyParallel gone
     fake.script(reply(VALID), reply(lossy), reply(lossy), reply(OPEN_VALID), reply(chinese(OPEN_VALID)))
     result = narrate(laid_out(PRS), client(fake))
     assert result.fallbacks == (Fallback(DELIVERED, "chinese", "invalid: glossary"),)
     delivered = result.section(DELIVERED)
-    assert delivered is not None and delivered.english is not None and delivered.chinese is None
+    assert delivered is not None and delivered.english is None and delivered.chinese is None
 
 
 def test_a_translation_that_reorders_citations_is_refused(fake: FakeOpenAI) -> None:
@@ -207,3 +212,57 @@ def test_no_error_or_fallback_carries_the_key(fake: FakeOpenAI) -> None:
     fake.script(Status(401, {}, {"error": {"message": "Incorrect API key provided: sk-test-secret", "code": "x"}}))
     result = narrate(laid_out(PRS), client(fake))
     assert "sk-test-secret" not in repr(result)
+
+
+# --- the report with the prose ---------------------------------------------------------------------------------
+
+
+def narrated_report(fake: FakeOpenAI) -> Any:
+    report = laid_out(PRS)
+    result = narrate(report, client(fake))
+    pairs = {s.section: (s.english, s.chinese) for s in result.sections if s.english and s.chinese}
+    fallbacks = [f.as_dict() for f in result.fallbacks]
+    return report, narration.apply(report, pairs, result.model, fallbacks)
+
+
+def test_the_report_says_the_prose_and_cites_every_change_once_in_both_languages(fake: FakeOpenAI) -> None:
+    fake.script(reply(VALID), reply(chinese(VALID)), reply(OPEN_VALID), reply(chinese(OPEN_VALID)))
+    before, after = narrated_report(fake)
+    english, chinese_text = render(after, "md", "en"), render(after, "md", "zh-CN")
+    assert "### GTP reaches the MoE router" in english
+    sentence = "- The MoE router gains GTP support, so expert-parallel runs keep no full copy of it."
+    assert sentence + " ([main #6060](" in english
+    assert "Mixture of Experts models can shard their router with GTP on both main and dev." in english
+    assert "### GTP reaches the MoE router（中文）" in chinese_text
+    numbers = [int(n) for _, n, _ in CITATION.findall(english)]
+    assert numbers == [int(n) for _, n, _ in CITATION.findall(chinese_text)]
+    assert sorted(numbers) == sorted(before.placement())
+    html = render(after, "html", "en")
+    assert [int(n) for n in re.findall(r'class="cite" href="[^"]*/pull/(\d+)"', html)] == numbers
+    document = json.loads(render(after, "json", "en"))
+    assert document["report"]["narrator"] == {
+        "kind": "llm",
+        "model": "test-model",
+        "sections": [DELIVERED, IN_PROGRESS],
+        "fallbacks": [],
+    }
+    assert json.loads(render(before, "json", "en"))["report"]["narrator"] == {"kind": "deterministic"}
+
+
+def test_a_section_that_fell_back_is_the_deterministic_text_and_the_json_says_why(fake: FakeOpenAI) -> None:
+    fake.script(reply(broken("invented")), reply(broken("invented")), reply(OPEN_VALID), reply(chinese(OPEN_VALID)))
+    before, after = narrated_report(fake)
+    assert after.sections[0] == before.sections[0]  # Delivered: deterministic
+    assert after.sections[1] != before.sections[1]  # In Progress: the model's
+    assert json.loads(render(after, "json", "en"))["report"]["narrator"]["fallbacks"] == [
+        {"section": DELIVERED, "stage": "english", "reason": "invalid: unknown"}
+    ]
+
+
+def test_apply_refuses_prose_that_does_not_place_exactly_the_sections_changes() -> None:
+    report = laid_out(PRS)
+    wrong = SectionProse.model_validate(broken("dropped"))
+    twice = SectionProse.model_validate(broken("twice"))
+    for prose in (wrong, twice):
+        applied = narration.apply(report, {DELIVERED: (prose, prose)}, "m")
+        assert applied.sections == report.sections

@@ -30,14 +30,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tracker.core import groups
-from tracker.core.report import DELIVERED, IN_PROGRESS, Change, Report
+from tracker.core.report import DELIVERED, IN_PROGRESS, Change, Highlight, Report, Section, Theme
 
 # Part of the cache key of validated prose: a change to the prompt, the schema or the checks that could
 # change an answer bumps it, and every cached answer is asked again.
@@ -723,3 +723,73 @@ def _translated(
         if _mentions(english, term) and term not in chinese
     ]
     return problems
+
+
+# --- applying validated prose ----------------------------------------------------------------------------
+
+
+def apply(
+    report: Report,
+    prose: Mapping[str, tuple[SectionProse, SectionProse]],
+    model: str,
+    fallbacks: Sequence[Mapping[str, str]] = (),
+) -> Report:
+    """`report` with the validated prose of the sections in `prose` (section id -> English and Chinese):
+    the themes and highlights as the prose groups the changes, each highlight's sentence in place of its
+    name and titles. A section without prose keeps the deterministic text in both languages, so that the
+    two languages of a section always cite the same changes in the same order. Call it with prose that
+    `validate` and `translation_problems` passed for this report's sections; a section whose prose does
+    not place exactly its own changes is left deterministic, whatever the caller says."""
+    sections = []
+    for section in report.sections:
+        pair = prose.get(section.id)
+        changes = {change.id: change for change in section.changes}
+        if pair is None or not _places_exactly(pair[0], changes) or not _same_outline(pair[0], pair[1]):
+            sections.append(section)
+            continue
+        english, chinese = pair
+        themes: list[Theme] = []
+        used: set[str] = set()
+        for theme_en, theme_zh in zip(english.themes, chinese.themes, strict=True):
+            highlights = tuple(
+                Highlight(
+                    id=f"h{index + 1}",
+                    en=theme_en.title,
+                    zh=theme_zh.title,
+                    changes=tuple(changes[i] for i in high_en.change_ids),
+                    sentence_en=high_en.sentence,
+                    sentence_zh=high_zh.sentence,
+                )
+                for index, (high_en, high_zh) in enumerate(zip(theme_en.highlights, theme_zh.highlights, strict=True))
+            )
+            slug = "-".join(re.findall(r"[a-z0-9]+", theme_en.title.lower()))[:60].strip("-") or "theme"
+            theme_id, suffix = slug, 2
+            while theme_id in used:
+                theme_id, suffix = f"{slug}-{suffix}", suffix + 1
+            used.add(theme_id)
+            themes.append(
+                Theme(
+                    id=theme_id,
+                    en=theme_en.title,
+                    zh=theme_zh.title,
+                    highlights=highlights,
+                    summary_en=theme_en.summary,
+                    summary_zh=theme_zh.summary,
+                )
+            )
+        sections.append(Section(section.id, tuple(themes)))
+    narrated = [section.id for section in report.sections if section.id in prose]
+    narrator = {"kind": "llm", "model": model, "sections": narrated, "fallbacks": [dict(f) for f in fallbacks]}
+    return replace(report, sections=tuple(sections), narrator=narrator)
+
+
+def _places_exactly(prose: SectionProse, changes: Mapping[str, Change]) -> bool:
+    placed = [i for theme in prose.themes for highlight in theme.highlights for i in highlight.change_ids]
+    return sorted(placed) == sorted(changes) and len(placed) == len(set(placed))
+
+
+def _same_outline(english: SectionProse, chinese: SectionProse) -> bool:
+    def outline(prose: SectionProse) -> list[list[list[str]]]:
+        return [[list(h.change_ids) for h in theme.highlights] for theme in prose.themes]
+
+    return outline(english) == outline(chinese)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -104,6 +104,10 @@ class Highlight:
     en: str
     zh: str
     changes: tuple[Change, ...]
+    # Prose from the language-model narrator (validated, tracker.core.narration): one sentence about all
+    # of the changes, which the report cites after it, in place of the name and the titles.
+    sentence_en: str = ""
+    sentence_zh: str = ""
 
     @property
     def bullets(self) -> tuple[tuple[Change, ...], ...]:
@@ -130,6 +134,8 @@ class Theme:
     zh: str
     highlights: tuple[Highlight, ...]
     terms: tuple[str, ...] = ()  # what its changes are about, as their titles write it
+    summary_en: str = ""  # the narrator's summary; the deterministic one is written at rendering
+    summary_zh: str = ""
 
     @property
     def changes(self) -> tuple[Change, ...]:
@@ -160,6 +166,8 @@ class Report:
     sections: tuple[Section, ...]
     days: tuple[Day, ...]
     themed: bool  # the repository has a taxonomy (a prior for themes and their names)
+    # Who wrote the words: {"kind": "deterministic"}, or {"kind": "llm", "model", "fallbacks"}.
+    narrator: Mapping[str, Any] = field(default_factory=lambda: {"kind": "deterministic"})
 
     def placement(self) -> dict[int, dict[str, Any]]:
         """Where each narrated PR stands: its own section, theme id, highlight id and every member of its

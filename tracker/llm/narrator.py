@@ -6,8 +6,9 @@ change dropped, invented or placed twice, a URL or Markdown in the text, too lon
 targeted retry naming what was wrong; a second bad answer, or a failure of the endpoint (timeout, rate
 limit, error), leaves that section to the deterministic text and says so in `fallbacks`. The Chinese is
 a translation of the validated English, checked the same way plus the glossary (terms kept verbatim)
-and the citations (the same changes, in the same order); if it fails twice, that section's Chinese is
-the deterministic text while its English is the model's.
+and the citations (the same changes, in the same order); if it fails twice, that section is left to the
+deterministic text in both languages (the model may regroup changes, and a report's two languages always
+cite the same changes in the same order).
 
 The model writes words only: the application owns the sections, the change groups, which changes each
 sentence covers (checked: each exactly once, only ids it was given), the citations and the numbers.
@@ -40,8 +41,8 @@ class Fallback:
 @dataclass(frozen=True)
 class SectionNarration:
     section: str
-    english: SectionProse | None  # None: the deterministic text
-    chinese: SectionProse | None  # None: the deterministic text (always None when english is)
+    english: SectionProse | None  # None: the deterministic text, in both languages
+    chinese: SectionProse | None  # None exactly when english is
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,8 @@ def narrate(
         data = narration.section_input(report, section.id, bodies or {}, commits or {})
         english = _english(client, data, tally)
         chinese = _chinese(client, english, data.section, glossary, tally) if english is not None else None
+        if chinese is None:  # both languages of a section cite the same changes in the same order
+            english = None
         sections.append(SectionNarration(section.id, english, chinese))
     return Narration(
         model=client.model,

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from tracker.core.report import Change, Day, Report, Section, Theme
+from tracker.core.report import Change, Day, Highlight, Report, Section, Theme
 
 LANGUAGES = ("en", "zh-CN")
 FORMATS = ("md", "html", "json")
@@ -251,6 +251,9 @@ def overview(report: Report, lang: str) -> str:
 
 
 def theme_summary(theme: Theme, section: Section, lang: str) -> str:
+    narrated = theme.summary_zh if lang == "zh-CN" else theme.summary_en
+    if narrated:
+        return narrated
     n = len(theme.changes)
     if lang == "zh-CN":
         areas = "、".join(f"{h.zh}（{len(h.changes)} 项）" for h in theme.highlights)
@@ -281,6 +284,14 @@ def bullet_markdown(changes: Sequence[Change], lang: str) -> str:
         return "；".join(parts) + "。"
     parts = [f"{markdown_text(c.title, MAX_TITLE)} ({', '.join(citations_markdown(c))})" for c in changes]
     return "; ".join(parts) + "."
+
+
+def sentence_markdown(highlight: Highlight, lang: str) -> str:
+    """A narrated highlight: its sentence, then the citations of all of its changes, in order."""
+    cited = [c for change in highlight.changes for c in citations_markdown(change)]
+    if lang == "zh-CN":
+        return f"{markdown_text(highlight.sentence_zh)}（{'、'.join(cited)}）"
+    return f"{markdown_text(highlight.sentence_en)} ({', '.join(cited)})"
 
 
 def citations_markdown(change: Change) -> list[str]:
@@ -341,6 +352,7 @@ def render(report: Report, fmt: str, lang: str) -> str:
         "theme_summary": theme_summary,
         "citations": citations_markdown,
         "bullet": bullet_markdown,
+        "sentence": sentence_markdown,
         "repo_url": github_url(report.snapshot.repo),
         "pull_url": pull_url,
         "chart": chart(report.days),
@@ -374,6 +386,7 @@ def report_document(report: Report) -> dict[str, Any]:
         pr["highlight"] = place["highlight"] if place else None
         pr["group"] = place["group"] if place else None
     document["report"] = {
+        "narrator": dict(report.narrator),
         "sections": [
             {
                 "id": section.id,
@@ -397,6 +410,14 @@ def report_document(report: Report) -> dict[str, Any]:
                                     for change in highlight.changes
                                 ],
                                 "bullets": [[change.id for change in run] for run in highlight.bullets],
+                                **(
+                                    {
+                                        "sentence_en": plain(highlight.sentence_en, limit=None),
+                                        "sentence_zh": plain(highlight.sentence_zh, limit=None),
+                                    }
+                                    if highlight.sentence_en
+                                    else {}
+                                ),
                             }
                             for highlight in theme.highlights
                         ],
