@@ -142,3 +142,21 @@ def test_fallback_timezone_cannot_be_set_from_the_file(tmp_path: Path) -> None:
 def test_an_unknown_time_zone_is_an_error(tmp_path: Path, text: str) -> None:
     with pytest.raises(SettingsError, match="unknown time zone"):
         config_from(write(tmp_path, text))
+
+
+def test_the_narrator_is_opted_in_per_repository(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "defaults:\n  glossary: [Megatron-LM]\nrepositories:\n"
+        "  NVIDIA/Megatron-LM:\n    narrator: llm\n    glossary: [GTP, MFSDP]\n  acme/widgets: {}\n",
+    )
+    config = config_from(path)
+    assert config.narrator_for("nvidia/megatron-lm") == "llm"
+    assert config.narrator_for("acme/widgets") == "deterministic"
+    assert config.narrator_for("someone/else") == "deterministic"
+    assert config.glossary_for("NVIDIA/Megatron-LM") == ("GTP", "MFSDP", "Megatron-LM")
+
+
+def test_an_unknown_narrator_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError):
+        config_from(write(tmp_path, "repositories:\n  acme/widgets:\n    narrator: gpt\n"))

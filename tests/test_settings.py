@@ -128,3 +128,29 @@ def test_an_invalid_override_is_a_settings_error() -> None:
 
 def test_settings_is_the_pydantic_model() -> None:
     assert isinstance(load_settings(), Settings)
+
+
+def test_the_narrator_endpoint_is_read_and_off_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().llm_enabled is False
+    monkeypatch.setenv("TRACKER_LLM_BASE_URL", "http://localhost:11434/v1/")
+    assert load_settings().llm_enabled is False  # a model is needed too
+    monkeypatch.setenv("TRACKER_LLM_MODEL", "qwen2.5:14b")
+    monkeypatch.setenv("TRACKER_LLM_API_KEY", "sk-narrator-key")
+    monkeypatch.setenv("TRACKER_LLM_INPUT_PRICE", "0.15")
+    settings = load_settings()
+    assert settings.llm_enabled is True
+    assert settings.llm_base_url == "http://localhost:11434/v1"
+    assert settings.llm_model == "qwen2.5:14b"
+    assert settings.llm_api_key is not None and settings.llm_api_key.get_secret_value() == "sk-narrator-key"
+    assert (settings.llm_input_price, settings.llm_output_price, settings.llm_timeout) == (0.15, 0.0, 120.0)
+    assert "sk-narrator-key" not in repr(settings)
+    monkeypatch.setenv("TRACKER_LLM_API_KEY", "")
+    assert load_settings().llm_api_key is None  # empty means unset: a local server needs no key
+
+
+def test_a_narrator_url_that_is_not_http_is_refused_without_quoting_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACKER_LLM_BASE_URL", "ftp://user:hunter2@llm.example")
+    with pytest.raises(SettingsError) as refused:
+        load_settings()
+    assert "TRACKER_LLM_BASE_URL must start with http:// or https://" in str(refused.value)
+    assert "hunter2" not in str(refused.value)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
@@ -97,6 +98,11 @@ class RepositoryConfig(BaseModel):
     # The repository webhook's id (Settings → Webhooks → the hook's URL ends with it): with a token
     # that may administer the hook, reconciliation asks GitHub to redeliver what failed to arrive.
     hook_id: int | None = None
+    # Who writes the report's words: "deterministic" (the default), or "llm" for the language-model
+    # narrator when TRACKER_LLM_BASE_URL and TRACKER_LLM_MODEL are set (tracker.llm); None: as `defaults`.
+    narrator: Literal["deterministic", "llm"] | None = None
+    # Terms the Chinese translation keeps verbatim, besides the acronyms and names found in the English.
+    glossary: tuple[str, ...] = ()
 
     @field_validator("timezone")
     @classmethod
@@ -138,6 +144,13 @@ class TrackerConfig(BaseModel):
         """The repository's taxonomy, else the default one, else none (themes come from the code layout)."""
         own = self.for_repo(full_name).themes
         return own if own is not None else (self.defaults.themes or ())
+
+    def narrator_for(self, full_name: str) -> str:
+        """ "llm" when the repository (or `defaults`) opts in to the language-model narrator."""
+        return self.for_repo(full_name).narrator or self.defaults.narrator or "deterministic"
+
+    def glossary_for(self, full_name: str) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*self.for_repo(full_name).glossary, *self.defaults.glossary)))
 
     def hook_id_for(self, full_name: str) -> int | None:
         return self.for_repo(full_name).hook_id

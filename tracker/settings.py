@@ -75,6 +75,21 @@ class Settings(BaseSettings):
     # how far back the first reconciliation of a repository looks.
     reconcile_every: int = Field(3600, ge=0, validation_alias=_env("TRACKER_RECONCILE_EVERY"))
     reconcile_first_lookback: int = Field(86400, ge=0, validation_alias=_env("TRACKER_RECONCILE_LOOKBACK"))
+    # The optional language-model narrator (tracker.llm): an OpenAI-compatible endpoint (the part before
+    # /chat/completions: https://api.openai.com/v1, http://localhost:8000/v1 for vLLM,
+    # http://localhost:11434/v1 for Ollama), its key (none for a local server) and the model. Off unless
+    # the base URL and the model are set, and then only for repositories whose config says
+    # `narrator: llm`. Prices (per million tokens, in any currency) make the cost estimate in status.
+    llm_base_url: str | None = Field(None, validation_alias=_env("TRACKER_LLM_BASE_URL"))
+    llm_api_key: SecretStr | None = Field(None, validation_alias=_env("TRACKER_LLM_API_KEY"))
+    llm_model: str | None = Field(None, validation_alias=_env("TRACKER_LLM_MODEL"))
+    llm_timeout: float = Field(120.0, gt=0, validation_alias=_env("TRACKER_LLM_TIMEOUT"))
+    llm_input_price: float = Field(0.0, ge=0, validation_alias=_env("TRACKER_LLM_INPUT_PRICE"))
+    llm_output_price: float = Field(0.0, ge=0, validation_alias=_env("TRACKER_LLM_OUTPUT_PRICE"))
+
+    @property
+    def llm_enabled(self) -> bool:
+        return self.llm_base_url is not None and self.llm_model is not None
 
     @field_validator("timezone")
     @classmethod
@@ -107,6 +122,9 @@ class Settings(BaseSettings):
         "config_path",
         "database_url",
         "redis_url",
+        "llm_base_url",
+        "llm_api_key",
+        "llm_model",
         mode="before",
     )
     @classmethod
@@ -119,6 +137,14 @@ class Settings(BaseSettings):
         # A PEM put in one environment variable (.env files, container settings) often carries its
         # line breaks as the two characters `\n`.
         return value.replace("\\n", "\n").strip() + "\n" if isinstance(value, str) else value
+
+    @field_validator("llm_base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            # SettingsError, not ValueError: pydantic would quote the input, and a URL can carry a password.
+            raise SettingsError("TRACKER_LLM_BASE_URL must start with http:// or https://")
+        return value.rstrip("/") if value is not None else None
 
     @model_validator(mode="after")
     def _github_app(self) -> Self:
