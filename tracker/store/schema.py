@@ -348,3 +348,23 @@ DERIVED_TABLES = (
 # Changes whenever a derived table changes shape: a ledger whose derived tables are older is rebuilt
 # from its sources (`tracker rebuild`, which `tracker run` does by itself) before it is used.
 DERIVED_SCHEMA = "2"
+
+# The language-model narrator's validated prose (tracker.store.narrations), by what it describes: not
+# derived from the ledger (a rebuild keeps it; asking the model again costs money).
+narrations = Table(
+    "narrations",
+    metadata,
+    Column("repo", String(255), primary_key=True),  # repository key (lower case)
+    Column("month", String(7), primary_key=True),
+    Column("section", String(32), primary_key=True),  # "delivered", "in_progress"
+    Column("content", String(64), primary_key=True),  # `content_digest` of the section's input, hex
+    Column("prompt_version", String(32), primary_key=True),
+    Column("model", String(255), primary_key=True),
+    Column("english", Text),  # SectionProse as JSON; NULL: the deterministic text
+    Column("chinese", Text),
+    Column("fallbacks", Text, nullable=False),  # JSON list of {section, stage, reason}
+    Column("prompt_tokens", Integer, nullable=False),
+    Column("completion_tokens", Integer, nullable=False),
+    Column("requests", Integer, nullable=False),
+    Column("created_at", BigInteger, nullable=False),  # epoch seconds
+)

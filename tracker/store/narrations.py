@@ -1,0 +1,172 @@
+"""The validated prose of the language-model narrator (issue 13), cached so that a refresh pays only for
+what changed.
+
+A section's prose is kept under (repository, month, section, content, prompt version, model): `content` is
+`content_digest` of everything the model was sent for the section, so that a section whose change groups
+did not change is not asked again, and a new prompt version or another model asks again. A row also keeps
+what it cost (tokens and requests), summed per month by `usage` for the status page, and the fallbacks of
+the run that wrote it. `prune` removes a month's rows for inputs it no longer has, so the table stays
+bounded by the months' sections.
+
+`english` and `chinese` are `SectionProse` as JSON; None (NULL) means the section was left to the
+deterministic text. The prose is kept for ever, never derived: a rebuild keeps it (asking again would cost
+money). The table is declared on the ledger's metadata here, and the store creates it on an older ledger.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import Engine, and_, delete, func, or_, select, update
+
+from tracker.core.narration import SectionInput, SectionProse
+from tracker.core.repository import repository_key
+from tracker.store.database import insert_ignoring_duplicates
+from tracker.store.schema import narrations
+
+
+def content_digest(section_input: SectionInput) -> str:
+    """SHA-256 (hex) of `section_input` as canonical JSON: equal inputs give equal digests, and any change
+    to what the model is sent (a title, a body, a path, an id, the outline) gives another."""
+    document = json.dumps(asdict(section_input), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(document.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class StoredNarration:
+    """The prose of one section as the cache keeps it. `repo` is stored as the repository key: a record
+    read back names the repository in lower case."""
+
+    repo: str
+    month: str  # "2026-09"
+    section: str
+    content: str  # `content_digest` of the section's input
+    prompt_version: str
+    model: str
+    english: SectionProse | None  # None: the deterministic text
+    chinese: SectionProse | None
+    fallbacks: tuple[dict[str, str], ...] = ()  # each {"section", "stage", "reason"}
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+    created_at: int = field(default_factory=lambda: int(time.time()))  # epoch seconds
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a month's cached prose cost: tokens and requests summed over its rows, and how many rows."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    requests: int
+    sections: int
+
+
+class NarrationStore:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def put(self, record: StoredNarration) -> None:
+        """Keep `record`; it replaces a record of the same key."""
+        row = _row(record)
+        with self.engine.begin() as conn:
+            if insert_ignoring_duplicates(conn, narrations, [row]):
+                return
+            key = [narrations.c[name] == row[name] for name in _KEY]
+            values = {name: value for name, value in row.items() if name not in _KEY}
+            conn.execute(update(narrations).where(*key).values(**values))
+
+    def get(
+        self, repo: str, month: str, section: str, content: str, prompt_version: str, model: str
+    ) -> StoredNarration | None:
+        """The record of this key, or None. A record whose prose no longer parses as `SectionProse` is a
+        miss too: the section is asked again."""
+        query = select(narrations).where(
+            narrations.c.repo == repository_key(repo),
+            narrations.c.month == month,
+            narrations.c.section == section,
+            narrations.c.content == content,
+            narrations.c.prompt_version == prompt_version,
+            narrations.c.model == model,
+        )
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            return None
+        try:
+            return _record(row)
+        except (ValidationError, ValueError, TypeError):
+            return None
+
+    def usage(self, repo: str, month: str) -> Usage:
+        """Tokens and requests summed over the month's records (every section, prompt version and model)."""
+        query = select(
+            func.coalesce(func.sum(narrations.c.prompt_tokens), 0),
+            func.coalesce(func.sum(narrations.c.completion_tokens), 0),
+            func.coalesce(func.sum(narrations.c.requests), 0),
+            func.count(),
+        ).where(narrations.c.repo == repository_key(repo), narrations.c.month == month)
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            prompt_tokens, completion_tokens, requests, sections = conn.execute(query).one()
+        return Usage(int(prompt_tokens), int(completion_tokens), int(requests), int(sections))
+
+    def prune(self, repo: str, month: str, keep: Iterable[tuple[str, str]]) -> int:
+        """Remove the month's records whose (section, content) is not in `keep` (prose for inputs the
+        month no longer has), whatever their prompt version or model; how many were removed."""
+        kept = set(keep)
+        where = and_(narrations.c.repo == repository_key(repo), narrations.c.month == month)
+        with self.engine.begin() as conn:
+            present = conn.execute(select(narrations.c.section, narrations.c.content).where(where).distinct()).all()
+            gone = [(section, content) for section, content in present if (section, content) not in kept]
+            if not gone:
+                return 0
+            pairs = or_(*(and_(narrations.c.section == s, narrations.c.content == c) for s, c in gone))
+            return int(conn.execute(delete(narrations).where(where, pairs)).rowcount)
+
+
+_KEY = ("repo", "month", "section", "content", "prompt_version", "model")
+
+
+def _row(record: StoredNarration) -> dict[str, Any]:
+    return {
+        "repo": repository_key(record.repo),
+        "month": record.month,
+        "section": record.section,
+        "content": record.content,
+        "prompt_version": record.prompt_version,
+        "model": record.model,
+        "english": record.english.model_dump_json() if record.english is not None else None,
+        "chinese": record.chinese.model_dump_json() if record.chinese is not None else None,
+        "fallbacks": json.dumps([dict(f) for f in record.fallbacks], ensure_ascii=False),
+        "prompt_tokens": record.prompt_tokens,
+        "completion_tokens": record.completion_tokens,
+        "requests": record.requests,
+        "created_at": record.created_at,
+    }
+
+
+def _record(row: Any) -> StoredNarration:
+    fallbacks = json.loads(row.fallbacks)
+    if not isinstance(fallbacks, list) or not all(isinstance(f, dict) for f in fallbacks):
+        raise ValueError("fallbacks is not a JSON list of objects")
+    return StoredNarration(
+        repo=row.repo,
+        month=row.month,
+        section=row.section,
+        content=row.content,
+        prompt_version=row.prompt_version,
+        model=row.model,
+        english=SectionProse.model_validate_json(row.english) if row.english is not None else None,
+        chinese=SectionProse.model_validate_json(row.chinese) if row.chinese is not None else None,
+        fallbacks=tuple({str(k): str(v) for k, v in f.items()} for f in fallbacks),
+        prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens,
+        requests=row.requests,
+        created_at=row.created_at,
+    )
