@@ -150,7 +150,11 @@ def test_the_narrator_is_opted_in_per_repository(tmp_path: Path) -> None:
         "defaults:\n  glossary: [Megatron-LM]\nrepositories:\n"
         "  NVIDIA/Megatron-LM:\n    narrator: llm\n    glossary: [GTP, MFSDP]\n  acme/widgets: {}\n",
     )
-    config = config_from(path)
+    assert config_from(path).narrator_for("nvidia/megatron-lm") == "deterministic"  # no endpoint configured
+    config = load_config(
+        load_settings(config_path=path, llm_base_url="http://127.0.0.1:8000/v1", llm_model="qwen2.5:14b")
+    )
+    assert config.narrator_model == "qwen2.5:14b"
     assert config.narrator_for("nvidia/megatron-lm") == "llm"
     assert config.narrator_for("acme/widgets") == "deterministic"
     assert config.narrator_for("someone/else") == "deterministic"
@@ -160,3 +164,5 @@ def test_the_narrator_is_opted_in_per_repository(tmp_path: Path) -> None:
 def test_an_unknown_narrator_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SettingsError):
         config_from(write(tmp_path, "repositories:\n  acme/widgets:\n    narrator: gpt\n"))
+    with pytest.raises(SettingsError, match="TRACKER_LLM_MODEL"):
+        config_from(write(tmp_path, "narrator_model: gpt-4o\n"))

@@ -121,6 +121,9 @@ class TrackerConfig(BaseModel):
     defaults: RepositoryConfig = RepositoryConfig()
     repositories: dict[str, RepositoryConfig] = {}
     fallback_timezone: str = "Asia/Shanghai"
+    # The language-model narrator's model, from TRACKER_LLM_MODEL when the narrator is configured
+    # (TRACKER_LLM_BASE_URL too); None: every report is deterministic. Not a file setting.
+    narrator_model: str | None = None
 
     def for_repo(self, full_name: str) -> RepositoryConfig:
         # GitHub treats owner/name case-insensitively; so do we.
@@ -146,8 +149,9 @@ class TrackerConfig(BaseModel):
         return own if own is not None else (self.defaults.themes or ())
 
     def narrator_for(self, full_name: str) -> str:
-        """ "llm" when the repository (or `defaults`) opts in to the language-model narrator."""
-        return self.for_repo(full_name).narrator or self.defaults.narrator or "deterministic"
+        """`llm` when the narrator is configured and the repository (or `defaults`) opts in to it."""
+        wanted = self.for_repo(full_name).narrator or self.defaults.narrator or "deterministic"
+        return wanted if self.narrator_model is not None else "deterministic"
 
     def glossary_for(self, full_name: str) -> tuple[str, ...]:
         return tuple(dict.fromkeys((*self.for_repo(full_name).glossary, *self.defaults.glossary)))
@@ -187,7 +191,13 @@ def load_config(settings: Settings) -> TrackerConfig:
                 f"TRACKER_CONFIG {path}: fallback_timezone is not a file setting: "
                 "use defaults.timezone, or the TRACKER_TIMEZONE environment variable"
             )
+        if "narrator_model" in data:
+            raise SettingsError(
+                f"TRACKER_CONFIG {path}: narrator_model is not a file setting: use the TRACKER_LLM_MODEL "
+                "environment variable, and `narrator: llm` for the repositories that want it"
+            )
+    model = settings.llm_model if settings.llm_enabled else None
     try:
-        return TrackerConfig.model_validate({**data, "fallback_timezone": settings.timezone})
+        return TrackerConfig.model_validate({**data, "fallback_timezone": settings.timezone, "narrator_model": model})
     except ValidationError as exc:
         raise SettingsError(f"TRACKER_CONFIG {settings.config_path} is invalid: {exc}") from exc

@@ -778,9 +778,13 @@ def apply(
                 )
             )
         sections.append(Section(section.id, tuple(themes)))
-    narrated = [section.id for section in report.sections if section.id in prose]
+    narrated = [section.id for section in report.sections if section.id in prose and section.changes]
     narrator = {"kind": "llm", "model": model, "sections": narrated, "fallbacks": [dict(f) for f in fallbacks]}
     return replace(report, sections=tuple(sections), narrator=narrator)
+
+
+def with_narrator(report: Report, narrator: Mapping[str, Any]) -> Report:
+    return replace(report, narrator=dict(narrator))
 
 
 def _places_exactly(prose: SectionProse, changes: Mapping[str, Change]) -> bool:

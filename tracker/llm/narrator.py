@@ -79,24 +79,26 @@ def narrate(
     bodies: Mapping[int, str] | None = None,
     commits: Mapping[int, Sequence[str]] | None = None,
     glossary: Sequence[str] = (),
+    sections: Sequence[str] | None = None,
 ) -> Narration:
-    """Prose for every section of `report` that has changes. Never raises for the endpoint or the model:
-    every failure is a fallback. `glossary`: terms the repository wants kept verbatim in Chinese."""
+    """Prose for the sections of `report` that have changes (only those named in `sections`, when given).
+    Never raises for the endpoint or the model: every failure is a fallback. `glossary`: terms the
+    repository wants kept verbatim in Chinese."""
     tally = _Tally()
-    sections = []
+    narrated = []
     for section in report.sections:
-        if not section.changes:
+        if not section.changes or (sections is not None and section.id not in sections):
             continue
         data = narration.section_input(report, section.id, bodies or {}, commits or {})
         english = _english(client, data, tally)
         chinese = _chinese(client, english, data.section, glossary, tally) if english is not None else None
         if chinese is None:  # both languages of a section cite the same changes in the same order
             english = None
-        sections.append(SectionNarration(section.id, english, chinese))
+        narrated.append(SectionNarration(section.id, english, chinese))
     return Narration(
         model=client.model,
         prompt_version=narration.PROMPT_VERSION,
-        sections=tuple(sections),
+        sections=tuple(narrated),
         fallbacks=tuple(tally.fallbacks),
         prompt_tokens=tally.prompt_tokens,
         completion_tokens=tally.completion_tokens,

@@ -15,6 +15,7 @@ from tracker.core.report import Report, build_report
 from tracker.core.snapshot import MonthSnapshot, build_snapshot
 from tracker.core.window import Window, resolve_window, today_in
 from tracker.reports.coverage import window_coverage_of
+from tracker.reports.prose import with_prose
 from tracker.store.history import HistoryStore
 from tracker.store.month_state import MonthInputs, MonthState
 
@@ -96,11 +97,14 @@ def resolve(
     return MonthRequest(stored, resolve_window(month, cutoff, tz, today if today is not None else today_in(tz)))
 
 
-def report_for(state: MonthState, config: TrackerConfig, request: MonthRequest) -> Report:
-    """The report model of the month at the cutoff: one read, then pure computation."""
+def report_for(state: MonthState, config: TrackerConfig, request: MonthRequest, *, prose: bool = True) -> Report:
+    """The report model of the month at the cutoff: one read, then pure computation; with the narrator's
+    stored prose when the repository uses it (`prose=False`: the deterministic report, which the
+    narrator describes)."""
     inputs = state.month_inputs(request.repo, str(request.window.month), request.window.end)
     snapshot = _snapshot(state, config, request, inputs)
-    return build_report(snapshot, inputs.paths, config.themes_for(request.repo))
+    report = build_report(snapshot, inputs.paths, config.themes_for(request.repo))
+    return with_prose(report, state.engine, config) if prose else report
 
 
 def snapshot_for(state: MonthState, config: TrackerConfig, request: MonthRequest) -> MonthSnapshot:

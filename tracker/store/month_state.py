@@ -113,6 +113,11 @@ class MonthState:
             if not insert_ignoring_duplicates(conn, ledger_meta, [{"key": "generation", **values}]):
                 conn.execute(update(ledger_meta).where(ledger_meta.c.key == "generation").values(**values))
 
+    def bump(self, full_name: str, month: str) -> None:
+        """The month's report reads something new that is not a delivery (the narrator's prose)."""
+        with self.engine.begin() as conn:
+            _bump_months(conn, [(repository_key(full_name), month)])
+
     def month_versions(self, full_name: str) -> dict[str, int]:
         with self.engine.connect().execution_options(read_only=True) as conn:
             rows = conn.execute(

@@ -1,0 +1,152 @@
+"""workers/narrate.py: the narrator's job, through the app, with May 2026 received as webhooks and a fake
+OpenAI-compatible server answering.
+
+Before the job the report is deterministic and its JSON says the narrator is waiting; the job asks the
+model once per section and language, the stored prose is what the next render shows (the cached render is
+replaced), a second run asks nothing, and an endpoint that fails leaves the deterministic text and asks
+again next time. The model's answers are built here from the sections' change ids (each change placed
+once), so whatever the scenario's themes are, the answer is valid.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from tests.conftest import run_jobs, running_app
+from tests.fake_openai import FakeOpenAI, Reply, Status
+from tests.paths import require_shared
+from tracker.core import narration
+from tracker.llm.client import ChatClient
+from tracker.settings import Settings
+from tracker.web.context import services
+
+require_shared()
+
+from tests.scenario import REPO, deliver, megatron_month  # noqa: E402
+from workers.narrate import narrate_month  # noqa: E402
+
+MONTH = "2026-05"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+def narrated(settings: Settings, github: Any, fake: FakeOpenAI, tmp_path: Path) -> Iterator[tuple[Flask, FlaskClient]]:
+    config = tmp_path / "tracker.yaml"
+    config.write_text(f"repositories:\n  {REPO}:\n    narrator: llm\n    glossary: [Megatron]\n", encoding="utf-8")
+    enabled = settings.model_copy(
+        update={"config_path": config, "llm_base_url": fake.url, "llm_model": "test-model", "llm_timeout": 5.0}
+    )
+    with running_app(enabled) as app:
+        client = app.test_client()
+        deliver(megatron_month(), app, client, github)
+        run_jobs(app)
+        yield app, client
+
+
+def report_json(client: FlaskClient) -> dict[str, Any]:
+    answer = client.get(f"/reports/{REPO}/{MONTH}.json", headers={"Authorization": "Bearer test-admin-token"})
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    document: dict[str, Any] = json.loads(answer.get_data(as_text=True))
+    return document
+
+
+def answers_for(app: Flask) -> list[Reply]:
+    """A valid English answer and its faithful translation for each section with changes, in order."""
+    from tracker.reports.loading import report_for, resolve
+
+    with app.app_context():
+        s = services()
+        report = report_for(s.state, s.config, resolve(s.state, s.config, REPO, MONTH, None), prose=False)
+    replies = []
+    for section in report.sections:
+        if not section.changes:
+            continue
+        ids = narration.section_input(report, section.id).change_ids
+        english = {
+            "themes": [
+                {
+                    "title": f"Work of {section.id}",
+                    "summary": "Several changes moved forward across the code base.",
+                    "highlights": [{"change_ids": list(ids), "sentence": "These changes improve Megatron."}],
+                }
+            ]
+        }
+        chinese = {
+            "themes": [
+                {
+                    "title": f"{section.id} 的工作",
+                    "summary": "多项改动在代码库中推进。",
+                    "highlights": [{"change_ids": list(ids), "sentence": "这些改动改进了 Megatron。"}],
+                }
+            ]
+        }
+        replies += [Reply(json.dumps(english)), Reply(json.dumps(chinese, ensure_ascii=False))]
+    return replies
+
+
+def test_the_job_writes_the_prose_the_next_render_shows(narrated: tuple[Flask, FlaskClient], fake: FakeOpenAI) -> None:
+    app, client = narrated
+    before = report_json(client)
+    narrator = before["report"]["narrator"]
+    assert narrator["kind"] == "llm" and narrator["sections"] == [] and narrator["waiting"]
+    waiting = list(narrator["waiting"])
+    fake.script(*answers_for(app))
+    with app.app_context():
+        said = narrate_month(REPO, MONTH)
+    assert said == f"{len(waiting)} of {len(waiting)} sections narrated"
+    assert len(fake.requests) == 2 * len(waiting)  # English, then Chinese, per section
+    after = report_json(client)  # not the cached render of before: the month's version moved
+    assert after["report"]["narrator"]["sections"] == waiting
+    assert after["report"]["narrator"]["waiting"] == []
+    themes = [theme for section in after["report"]["sections"] for theme in section["themes"]]
+    assert themes and all(theme["en"].startswith("Work of") for theme in themes)
+    # The same PRs are narrated, each once: the prose changed the words, not what is cited.
+    assert {pr["number"] for pr in after["pull_requests"] if pr["section"]} == {
+        pr["number"] for pr in before["pull_requests"] if pr["section"]
+    }
+    markdown = client.get(
+        f"/reports/{REPO}/{MONTH}.md?lang=zh-CN", headers={"Authorization": "Bearer test-admin-token"}
+    ).get_data(as_text=True)
+    assert "这些改动改进了 Megatron。" in markdown
+    # A second run has nothing to ask.
+    with app.app_context():
+        assert narrate_month(REPO, MONTH) == "every section already narrated"
+    assert len(fake.requests) == 2 * len(waiting)
+
+
+def test_an_endpoint_that_fails_leaves_the_deterministic_text_and_is_asked_again(
+    narrated: tuple[Flask, FlaskClient], fake: FakeOpenAI
+) -> None:
+    app, client = narrated
+    fake.script(Status(500), Status(500))  # one try per section
+    failing = ChatClient(fake.url, None, "test-model", timeout=5.0, max_retries=0, sleep=lambda _: None)
+    with app.app_context():
+        narrate_month(REPO, MONTH, client=failing)
+    after = report_json(client)
+    assert after["report"]["narrator"]["sections"] == []
+    assert after["report"]["narrator"]["waiting"]  # nothing stored: the next run asks again
+    fake.script(*answers_for(app))
+    with app.app_context():
+        narrate_month(REPO, MONTH)
+    assert report_json(client)["report"]["narrator"]["waiting"] == []
+
+
+def test_the_job_does_nothing_for_a_repository_that_did_not_opt_in(
+    settings: Settings, github: Any, fake: FakeOpenAI
+) -> None:
+    enabled = settings.model_copy(update={"llm_base_url": fake.url, "llm_model": "test-model"})
+    with running_app(enabled) as app, app.app_context():
+        assert narrate_month(REPO, MONTH) == "the narrator is off for this repository"
+    assert fake.requests == []

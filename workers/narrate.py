@@ -1,0 +1,90 @@
+"""The language-model narrator's job: write the prose of a month's report at its current cutoff.
+
+For each section whose input (tracker.core.narration; its content digest) has no stored prose for this
+prompt version and model, the narrator asks the model (tracker.llm.narrator) and stores what it got:
+validated prose in both languages, or the fallback and why, with the tokens it cost. A section already
+described is not asked again, so a refresh pays only for what changed. Then the month's version moves,
+so that cached renders are replaced, and the month's older prose is pruned.
+
+It runs in a worker, never in a request: a request renders the latest stored prose, or the
+deterministic text while there is none. A rate limit ends the job with the sections it could not write
+left for the next run (they read deterministically meanwhile).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from tracker.core import narration
+from tracker.llm.client import ChatClient
+from tracker.llm.narrator import narrate
+from tracker.reports.loading import report_for, resolve
+from tracker.reports.prose import wanted_sections
+from tracker.services import Services
+from tracker.store.narrations import NarrationStore, StoredNarration
+from workers.runtime import current
+
+log = logging.getLogger(__name__)
+
+
+def narrate_month(full_name: str, month: str, client: ChatClient | None = None) -> str:
+    """Write the missing prose of `month`'s report at its current cutoff (the month's last day once it
+    has ended). `client`: the endpoint (tests); by default the one TRACKER_LLM_* configures."""
+    services = current()
+    config = services.config
+    model = config.narrator_model
+    if model is None or config.narrator_for(full_name) != "llm":
+        return "the narrator is off for this repository"
+    request = resolve(services.state, config, full_name, month, None)
+    report = report_for(services.state, config, request, prose=False)
+    store = NarrationStore(services.state.engine)
+    repo = request.repo
+    wanted = wanted_sections(report)
+    missing = [
+        section
+        for section, digest in wanted
+        if store.get(repo, month, section, digest, narration.PROMPT_VERSION, model) is None
+    ]
+    if missing:
+        chat = client or _client(services)
+        digests = dict(wanted)
+        try:
+            for section in missing:  # one at a time: each record carries its own tokens
+                result = narrate(report, chat, glossary=config.glossary_for(repo), sections=[section])
+                described = result.sections[0]
+                fallbacks = tuple(f.as_dict() for f in result.fallbacks)
+                if described.english is None and any(f["reason"] in _TRANSIENT for f in fallbacks):
+                    continue  # the endpoint was unavailable: asked again next time, deterministic meanwhile
+                store.put(
+                    StoredNarration(
+                        repo=repo,
+                        month=month,
+                        section=section,
+                        content=digests[section],
+                        prompt_version=result.prompt_version,
+                        model=model,
+                        english=described.english,
+                        chinese=described.chinese,
+                        fallbacks=fallbacks,
+                        prompt_tokens=result.prompt_tokens,
+                        completion_tokens=result.completion_tokens,
+                        requests=result.requests,
+                    )
+                )
+        finally:
+            if client is None:
+                chat.close()
+        services.state.bump(repo, month)
+    store.prune(repo, month, wanted)
+    written = len(missing)
+    return f"{written} of {len(wanted)} sections narrated" if missing else "every section already narrated"
+
+
+_TRANSIENT = frozenset({"timeout", "rate_limited", "connection", "http"})
+
+
+def _client(services: Services) -> ChatClient:
+    settings = services.settings
+    assert settings.llm_base_url is not None and settings.llm_model is not None
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key is not None else None
+    return ChatClient(settings.llm_base_url, key, settings.llm_model, timeout=settings.llm_timeout)
