@@ -39,6 +39,7 @@ ELSEWHERE = {
     "tracker backfill": "tests/test_cli_history.py runs `tracker backfill --repo … --month …` against the fake GitHub",
     "/backfill": "tests/web/test_history_api.py (a backfill reads GitHub; the demo's sample here refuses it)",
     "TRACKER_LINK_SECRET=": "below, with a real secret for the `…`",
+    "export TRACKER_LLM_": "tests/workers/test_narrate.py (an OpenAI-compatible endpoint: a fake one there)",
 }
 
 

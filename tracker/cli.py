@@ -567,6 +567,31 @@ def finalize(services: Services, repo: str, month: str, force: bool, wait: float
 
 
 @main.command()
+@click.option("--repo", required=True, help="owner/name")
+@click.option("--month", required=True, help="YYYY-MM")
+@with_services(redis=False)
+def narrate(services: Services, repo: str, month: str) -> None:
+    """Write the language-model narrator's prose of a month's report (its current cutoff) now: the sections
+    whose content has none yet. Needs TRACKER_LLM_BASE_URL, TRACKER_LLM_MODEL and `narrator: llm`."""
+    from tracker.core.window import WindowError
+    from tracker.reports.loading import UnknownRepository
+    from workers import runtime
+    from workers.narrate import narrate_month
+
+    if services.config.narrator_model is None:
+        raise click.ClickException("the narrator is not configured: set TRACKER_LLM_BASE_URL and TRACKER_LLM_MODEL")
+    if services.config.narrator_for(repo) != "llm":
+        raise click.ClickException(f"{repo} does not use the narrator: add `narrator: llm` to its TRACKER_CONFIG entry")
+    runtime.install(services)
+    try:
+        click.echo(narrate_month(repo, month))
+    except (UnknownRepository, WindowError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        runtime.install(None)
+
+
+@main.command()
 @with_services()
 def schedule(services: Services) -> None:
     """Look for due work every TRACKER_SCHEDULE_EVERY seconds (RQ's cron scheduler): finalise every month

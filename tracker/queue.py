@@ -28,6 +28,7 @@ RECORDS_QUEUE_NAME = "records"
 FINALIZE_FUNCTION = "workers.jobs.finalize_month"
 DUE_WORK_FUNCTION = "workers.jobs.due_work"
 PUBLISH_FUNCTION = "workers.jobs.publish_month"
+NARRATE_FUNCTION = "workers.narrate.narrate_month"
 HISTORY_FUNCTION = "workers.history.read_history_job"
 # Retries back off; after the last one the delivery is marked failed in the ledger and waits for
 # `tracker retry-failed`. The sweep re-enqueues anything still pending whatever happened to Redis.
@@ -36,6 +37,7 @@ JOB_TIMEOUT = 300
 # A backfill of a busy month reads a timeline per PR: allow it hours (it checkpoints each PR anyway).
 HISTORY_JOB_TIMEOUT = 6 * 3600
 RESULT_TTL = 600
+NARRATE_JOB_TIMEOUT = 1800  # a section a request or two, each up to TRACKER_LLM_TIMEOUT
 FETCH_MARKER_GRACE = 900
 
 log = logging.getLogger(__name__)
@@ -172,6 +174,17 @@ def enqueue_publish(queue: Queue, full_name: str, month: str, edition: str, *, a
         "description": f"publish the {edition} edition of {month} of {full_name}",
     }
     _enqueue(queue, PUBLISH_FUNCTION, (full_name, month, edition), options, at)
+
+
+def enqueue_narrate(queue: Queue, full_name: str, month: str, *, at: float | None = None) -> None:
+    """Ask for the language-model narrator's prose of a month (workers.narrate): idempotent, a second job
+    finds every section narrated and asks the model nothing."""
+    options = {
+        "job_timeout": NARRATE_JOB_TIMEOUT,
+        "result_ttl": RESULT_TTL,
+        "description": f"narrate {month} of {full_name}",
+    }
+    _enqueue(queue, NARRATE_FUNCTION, (full_name, month), options, at)
 
 
 def enqueue_finalize(

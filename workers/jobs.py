@@ -17,6 +17,7 @@ from tracker.reports.records import due_months, final_request, finalize, readine
 from tracker.store.heads import UNAVAILABLE
 from tracker.store.installations import InstallationStore
 from workers.history import reconciliations_due
+from workers.narrate import narrations_due
 from workers.publish import publish, publish_due_partials, publish_month  # noqa: F401  (a job: workers.jobs.publish_month)
 from workers.runtime import current
 
@@ -217,8 +218,10 @@ def due_work() -> str:
             queued += 1
     partial = publish_due_partials(services)
     reconciling = reconciliations_due(services)
+    narrating = narrations_due(services)
     return (
         f"{len(due)} months due, {queued} finalisations queued"
         + (f"; {partial}" if partial else "")
         + (f"; {reconciling} reconciliations queued" if reconciling else "")
+        + (f"; {narrating} narrations queued" if narrating else "")
     )

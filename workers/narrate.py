@@ -14,10 +14,13 @@ left for the next run (they read deterministically meanwhile).
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from tracker.core import narration
+from tracker.core.window import Month, today_in
 from tracker.llm.client import ChatClient
 from tracker.llm.narrator import narrate
+from tracker.queue import enqueue_narrate
 from tracker.reports.loading import report_for, resolve
 from tracker.reports.prose import wanted_sections
 from tracker.services import Services
@@ -88,3 +91,31 @@ def _client(services: Services) -> ChatClient:
     assert settings.llm_base_url is not None and settings.llm_model is not None
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key is not None else None
     return ChatClient(settings.llm_base_url, key, settings.llm_model, timeout=settings.llm_timeout)
+
+
+# How often each month a repository narrates is looked at again (its content may have changed).
+NARRATE_EVERY = 3600
+_LAST = "tracker:narrate-last:{repo}:{month}"
+
+
+def narrations_due(services: Services) -> int:
+    """Queue the narrator for the current month of every repository that uses it, and for the previous
+    month while it has no record yet (its final report), at most once an hour each. Returns how many."""
+    config = services.config
+    if config.narrator_model is None or services.redis is None:
+        return 0
+    queued = 0
+    for full_name in services.state.repository_names():
+        if config.narrator_for(full_name) != "llm":
+            continue
+        current_month = Month.containing(today_in(config.timezone_for(full_name)))
+        months = [str(current_month)]
+        previous = str(Month.containing(current_month.first_day - timedelta(days=1)))
+        if services.records.latest(full_name, previous) is None:
+            months.append(previous)
+        for month in months:
+            key = _LAST.format(repo=full_name.lower(), month=month)
+            if services.redis.set(key, "1", nx=True, ex=NARRATE_EVERY):
+                enqueue_narrate(services.github_queue, full_name, month)
+                queued += 1
+    return queued

@@ -150,3 +150,33 @@ def test_the_job_does_nothing_for_a_repository_that_did_not_opt_in(
     with running_app(enabled) as app, app.app_context():
         assert narrate_month(REPO, MONTH) == "the narrator is off for this repository"
     assert fake.requests == []
+
+
+def test_the_schedule_queues_the_current_and_unrecorded_previous_month_once_an_hour(
+    narrated: tuple[Flask, FlaskClient],
+) -> None:
+    from workers.narrate import narrations_due
+
+    app, _ = narrated
+    with app.app_context():
+        s = services()
+        assert narrations_due(s) == 2  # this month, and last month while it has no record
+        assert narrations_due(s) == 0  # asked already within the hour
+        jobs = [job.description for job in s.github_queue.get_jobs()]
+    assert sum(1 for d in jobs if d is not None and d.startswith("narrate ") and REPO in d) == 2
+
+
+def test_the_command_says_what_is_missing(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from tracker.cli import main
+
+    for name, value in (
+        ("TRACKER_DATABASE_URL", settings.database_url),
+        ("TRACKER_DATA_DIR", str(settings.data_dir)),
+    ):
+        monkeypatch.setenv(name, value or "")
+    monkeypatch.delenv("TRACKER_LLM_BASE_URL", raising=False)
+    answer = CliRunner().invoke(main, ["narrate", "--repo", REPO, "--month", MONTH])
+    assert answer.exit_code != 0
+    assert "set TRACKER_LLM_BASE_URL and TRACKER_LLM_MODEL" in answer.output
