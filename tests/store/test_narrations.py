@@ -158,6 +158,18 @@ def test_usage_sums_the_months_records(store: NarrationStore) -> None:
     assert store.usage(REPO, MONTH) == Usage(prompt_tokens=2010, completion_tokens=501, requests=6, sections=3)
 
 
+def test_usage_by_month_is_each_months_sum(store: NarrationStore) -> None:
+    store.put(stored())
+    store.put(stored(section=IN_PROGRESS, content=DIGEST_B, prompt_tokens=800, completion_tokens=200, requests=3))
+    store.put(stored(month="2026-10", prompt_tokens=7, completion_tokens=3, requests=1))
+    store.put(stored(repo="octo-org/other-repo", prompt_tokens=99_999, completion_tokens=9_999, requests=9))
+    assert store.usage_by_month(REPO) == {
+        MONTH: Usage(prompt_tokens=2000, completion_tokens=500, requests=5, sections=2),
+        "2026-10": Usage(prompt_tokens=7, completion_tokens=3, requests=1, sections=1),
+    }
+    assert store.usage_by_month("nobody/nothing") == {}
+
+
 def test_a_month_without_records_used_nothing(store: NarrationStore) -> None:
     assert store.usage(REPO, MONTH) == Usage(prompt_tokens=0, completion_tokens=0, requests=0, sections=0)
 

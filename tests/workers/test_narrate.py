@@ -46,7 +46,14 @@ def narrated(settings: Settings, github: Any, fake: FakeOpenAI, tmp_path: Path) 
     config = tmp_path / "tracker.yaml"
     config.write_text(f"repositories:\n  {REPO}:\n    narrator: llm\n    glossary: [Megatron]\n", encoding="utf-8")
     enabled = settings.model_copy(
-        update={"config_path": config, "llm_base_url": fake.url, "llm_model": "test-model", "llm_timeout": 5.0}
+        update={
+            "config_path": config,
+            "llm_base_url": fake.url,
+            "llm_model": "test-model",
+            "llm_timeout": 5.0,
+            "llm_input_price": 2.0,
+            "llm_output_price": 8.0,
+        }
     )
     with running_app(enabled) as app:
         client = app.test_client()
@@ -124,6 +131,23 @@ def test_the_job_writes_the_prose_the_next_render_shows(narrated: tuple[Flask, F
     with app.app_context():
         assert narrate_month(REPO, MONTH) == "every section already narrated"
     assert len(fake.requests) == 2 * len(waiting)
+    # Status: what the month's prose cost (the fake answers 120 prompt and 30 completion tokens a request).
+    status = client.get("/api/v1/status", headers={"Authorization": "Bearer test-admin-token"}).get_json()
+    requests = 2 * len(waiting)
+    assert status["narrator"] == {
+        "model": "test-model",
+        "months": [
+            {
+                "repo": REPO,
+                "month": MONTH,
+                "sections": len(waiting),
+                "requests": requests,
+                "prompt_tokens": 120 * requests,
+                "completion_tokens": 30 * requests,
+                "cost": round((120 * requests * 2.0 + 30 * requests * 8.0) / 1_000_000, 6),
+            }
+        ],
+    }
 
 
 def test_an_endpoint_that_fails_leaves_the_deterministic_text_and_is_asked_again(

@@ -116,6 +116,24 @@ class NarrationStore:
             prompt_tokens, completion_tokens, requests, sections = conn.execute(query).one()
         return Usage(int(prompt_tokens), int(completion_tokens), int(requests), int(sections))
 
+    def usage_by_month(self, repo: str) -> dict[str, Usage]:
+        """`usage` of every month of the repository that has records, by month."""
+        query = (
+            select(
+                narrations.c.month,
+                func.sum(narrations.c.prompt_tokens),
+                func.sum(narrations.c.completion_tokens),
+                func.sum(narrations.c.requests),
+                func.count(),
+            )
+            .where(narrations.c.repo == repository_key(repo))
+            .group_by(narrations.c.month)
+            .order_by(narrations.c.month)
+        )
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            rows = conn.execute(query).all()
+        return {str(month): Usage(int(p), int(c), int(r), int(n)) for month, p, c, r, n in rows}
+
     def prune(self, repo: str, month: str, keep: Iterable[tuple[str, str]]) -> int:
         """Remove the month's records whose (section, content) is not in `keep` (prose for inputs the
         month no longer has), whatever their prompt version or model; how many were removed."""

@@ -19,6 +19,7 @@ from redis.exceptions import RedisError
 from sqlalchemy import text
 from werkzeug.http import HTTP_STATUS_CODES
 
+from tracker.config import TrackerConfig
 from tracker.core.window import WindowError
 from tracker.embedded_redis import EmbeddedRedis
 from tracker.github.quota import Quota
@@ -30,6 +31,7 @@ from tracker.reports.records import served_record
 from tracker.reports.render import FORMATS, UnknownLanguage, language
 from tracker.settings import Settings, SettingsError
 from tracker.store.ledger import FAILED
+from tracker.store.narrations import NarrationStore
 from tracker.web.access import NO_STORE, TOKEN_PARAMETER, AccessDenied, admin_request, authorize, carry_token
 from tracker.web.context import services
 
@@ -210,7 +212,34 @@ def status() -> Any:
         "coverage": {name: coverage_summary(app.history, name, int(time.time()))["complete"] for name in names},
     }
     body["publications"] = [p for p in app.records.publications(10) if p["repo"] in shown]  # newest first
+    if app.config.narrator_model is not None:
+        body["narrator"] = narrator_usage(app.state.engine, app.settings, app.config, names)
     return body, 200, headers
+
+
+def narrator_usage(engine: Any, settings: Settings, config: TrackerConfig, names: list[str]) -> dict[str, Any]:
+    """The language-model narrator's model and, per repository using it and month, the tokens and
+    requests of the prose the month has, and their cost at TRACKER_LLM_INPUT_PRICE / _OUTPUT_PRICE (per
+    million tokens)."""
+    store = NarrationStore(engine)
+    months = []
+    for name in names:
+        if config.narrator_for(name) != "llm":
+            continue
+        for month, usage in store.usage_by_month(name).items():
+            cost = usage.prompt_tokens * settings.llm_input_price + usage.completion_tokens * settings.llm_output_price
+            months.append(
+                {
+                    "repo": name,
+                    "month": month,
+                    "sections": usage.sections,
+                    "requests": usage.requests,
+                    "prompt_tokens": usage.prompt_tokens,
+                    "completion_tokens": usage.completion_tokens,
+                    "cost": round(cost / 1_000_000, 6),
+                }
+            )
+    return {"model": config.narrator_model, "months": months}
 
 
 def redis_shown(settings: Settings) -> str:
