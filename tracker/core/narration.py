@@ -37,7 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tracker.core import groups
-from tracker.core.report import DELIVERED, IN_PROGRESS, Change, Highlight, Report, Section, Theme
+from tracker.core.report import DELIVERED, IN_PROGRESS, Change, Highlight, Report, Section, Theme, unique_id
 
 # Part of the cache key of validated prose: a change to the prompt, the schema or the checks that could
 # change an answer bumps it, and every cached answer is asked again.
@@ -741,6 +741,7 @@ def apply(
     `validate` and `translation_problems` passed for this report's sections; a section whose prose does
     not place exactly its own changes is left deterministic, whatever the caller says."""
     sections = []
+    narrated = []
     for section in report.sections:
         pair = prose.get(section.id)
         changes = {change.id: change for change in section.changes}
@@ -748,43 +749,34 @@ def apply(
             sections.append(section)
             continue
         english, chinese = pair
-        themes: list[Theme] = []
         used: set[str] = set()
-        for theme_en, theme_zh in zip(english.themes, chinese.themes, strict=True):
-            highlights = tuple(
-                Highlight(
-                    id=f"h{index + 1}",
-                    en=theme_en.title,
-                    zh=theme_zh.title,
-                    changes=tuple(changes[i] for i in high_en.change_ids),
-                    sentence_en=high_en.sentence,
-                    sentence_zh=high_zh.sentence,
-                )
-                for index, (high_en, high_zh) in enumerate(zip(theme_en.highlights, theme_zh.highlights, strict=True))
+        themes = tuple(
+            Theme(
+                id=unique_id(theme_en.title, used, "theme"),
+                en=theme_en.title,
+                zh=theme_zh.title,
+                highlights=tuple(
+                    Highlight(
+                        id=f"h{index + 1}",
+                        en=theme_en.title,
+                        zh=theme_zh.title,
+                        changes=tuple(changes[i] for i in high_en.change_ids),
+                        sentence_en=high_en.sentence,
+                        sentence_zh=high_zh.sentence,
+                    )
+                    for index, (high_en, high_zh) in enumerate(
+                        zip(theme_en.highlights, theme_zh.highlights, strict=True)
+                    )
+                ),
+                summary_en=theme_en.summary,
+                summary_zh=theme_zh.summary,
             )
-            slug = "-".join(re.findall(r"[a-z0-9]+", theme_en.title.lower()))[:60].strip("-") or "theme"
-            theme_id, suffix = slug, 2
-            while theme_id in used:
-                theme_id, suffix = f"{slug}-{suffix}", suffix + 1
-            used.add(theme_id)
-            themes.append(
-                Theme(
-                    id=theme_id,
-                    en=theme_en.title,
-                    zh=theme_zh.title,
-                    highlights=highlights,
-                    summary_en=theme_en.summary,
-                    summary_zh=theme_zh.summary,
-                )
-            )
-        sections.append(Section(section.id, tuple(themes)))
-    narrated = [section.id for section in report.sections if section.id in prose and section.changes]
+            for theme_en, theme_zh in zip(english.themes, chinese.themes, strict=True)
+        )
+        sections.append(Section(section.id, themes))
+        narrated.append(section.id)
     narrator = {"kind": "llm", "model": model, "sections": narrated, "fallbacks": [dict(f) for f in fallbacks]}
     return replace(report, sections=tuple(sections), narrator=narrator)
-
-
-def with_narrator(report: Report, narrator: Mapping[str, Any]) -> Report:
-    return replace(report, narrator=dict(narrator))
 
 
 def _places_exactly(prose: SectionProse, changes: Mapping[str, Change]) -> bool:

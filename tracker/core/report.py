@@ -303,7 +303,7 @@ def _themes(changes: Sequence[Change], themed: bool) -> tuple[Theme, ...]:
             themes[same] = replace(themes[same], highlights=_merged(themes[same].highlights, highlights))
             continue
         mixed = group.other and en == OTHER_THEME[1]
-        theme_id = OTHER_THEME[0] if mixed else _unique(_slug(en) or "theme", used)
+        theme_id = OTHER_THEME[0] if mixed else unique_id(en, used, "theme")
         themes.append(Theme(theme_id, en, zh, highlights, terms))
     return tuple(sorted(themes, key=lambda theme: (theme.id == OTHER_THEME[0], -len(theme.changes))))
 
@@ -325,7 +325,7 @@ def _merged(first: Sequence[Highlight], second: Sequence[Highlight]) -> tuple[Hi
     kept, rest = ranked[: MAX_HIGHLIGHTS - 1], ranked[MAX_HIGHLIGHTS - 1 :]
     folded = tuple(sorted((c for h in rest for c in h.changes), key=_order))
     ids = {h.id for h in kept}
-    return (*kept, Highlight(_unique(_slug(FURTHER[0]), ids), *FURTHER, folded))
+    return (*kept, Highlight(unique_id(FURTHER[0], ids, "topic"), *FURTHER, folded))
 
 
 def _references(change: Change) -> set[int]:
@@ -394,7 +394,7 @@ def _highlights(topics: Sequence[clusters.Topic], changes: Sequence[Change], the
     used: set[str] = set()
     ordered = sorted(named.items(), key=lambda item: item[0] == FURTHER[0])  # "Further changes" last
     return tuple(
-        Highlight(_unique(_slug(en) or "topic", used), en, zh, tuple(sorted(members, key=_order)))
+        Highlight(unique_id(en, used, "topic"), en, zh, tuple(sorted(members, key=_order)))
         for en, (zh, members) in ordered
     )
 
@@ -423,7 +423,9 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60].strip("-")
 
 
-def _unique(slug: str, used: set[str]) -> str:
+def unique_id(name: str, used: set[str], fallback: str) -> str:
+    """An id for `name` (its slug, or `fallback`), not yet in `used`, which it joins."""
+    slug = _slug(name) or fallback
     candidate, index = slug, 2
     while candidate in used:
         candidate, index = f"{slug}-{index}", index + 1

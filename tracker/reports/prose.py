@@ -9,6 +9,8 @@ worker has written it; a section the model failed on reads deterministically and
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sqlalchemy import Engine
 
 from tracker.config import TrackerConfig
@@ -46,4 +48,4 @@ def with_prose(report: Report, engine: Engine, config: TrackerConfig) -> Report:
         else:
             fallbacks.extend(dict(f) for f in stored.fallbacks)
     applied = narration.apply(report, pairs, model, fallbacks)
-    return narration.with_narrator(applied, {**applied.narrator, "waiting": waiting})
+    return replace(applied, narrator={**applied.narrator, "waiting": waiting})
