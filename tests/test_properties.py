@@ -34,7 +34,9 @@ from tracker.store.database import connect
 from tracker.store.heads import HeadStore
 from tracker.store.ledger import Delivery, Ledger
 from tracker.store.month_state import MonthState
+from tracker.store.rebuild import rebuild
 from workers import runtime
+from workers.drain import process_batch
 from workers.jobs import process_delivery
 
 pytestmark = needs_shared
@@ -172,10 +174,10 @@ class Tracker:
     def process(self, delivery_id: str) -> str:
         return process_delivery(delivery_id)
 
-    def snapshots(self) -> dict[tuple[str, str | None], str]:
-        # Files arrive from GitHub apart from deliveries: give every head shown so far one code file.
+    def store_files(self, limit: int = 1000) -> None:
+        """Files arrive from GitHub apart from deliveries: give heads shown so far one code file."""
         heads = HeadStore(self.state.engine)
-        for head in heads.missing():
+        for head in heads.missing()[:limit]:
             heads.store(
                 head.full_name.lower(),
                 head.number,
@@ -185,6 +187,9 @@ class Tracker:
                 source="pulls",
                 rules=Rules(),
             )
+
+    def snapshots(self) -> dict[tuple[str, str | None], str]:
+        self.store_files()
         config = TrackerConfig()
         return {
             (month, cutoff): snapshot_json(load_snapshot(self.state, config, REPO, month, cutoff, today=TODAY))
@@ -276,6 +281,34 @@ def test_processing_a_delivery_twice_changes_nothing(stories: list[factory.Deliv
             "failed": 0,
             "pending": 0,
         }
+
+
+@PROPERTY_SETTINGS
+@given(stories=deliveries_in_order(), data=st.data())
+def test_batches_late_arrivals_and_files_in_between_give_the_reference_and_the_rebuild(
+    stories: list[factory.Delivery], data: st.DataObject
+) -> None:
+    """The drain (workers.drain.process_batch) over batches of any size, with deliveries arriving
+    late and repeated between batches and heads' files arriving in between, ends where the reference
+    (one delivery at a time, in order) ends, and where a rebuild of the same ledger ends."""
+    deliveries = [as_ledger_delivery(d, form=False) for d in stories]
+    expected, _ = reference(deliveries)
+    order = data.draw(arrivals(len(deliveries)), label="arrival order")
+    with fresh_tracker() as tracker:
+        services = runtime.current()
+        position = 0
+        while position < len(order) or tracker.ledger.fresh_pending(1):
+            waiting = bool(tracker.ledger.fresh_pending(1))
+            arriving = data.draw(st.integers(0 if waiting else 1, len(order) - position), label="arriving")
+            for index in order[position : position + arriving]:
+                tracker.store(deliveries[index])
+            position += arriving
+            tracker.store_files(data.draw(st.integers(0, 3), label="heads whose files arrive"))
+            batch = tracker.ledger.fresh_pending(data.draw(st.integers(1, 8), label="batch size"))
+            process_batch(services, batch)
+        assert tracker.snapshots() == expected
+        rebuild(tracker.ledger, tracker.state, TrackerConfig())
+        assert tracker.snapshots() == expected
 
 
 # --- the reference itself is right --------------------------------------------------------------

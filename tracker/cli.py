@@ -289,7 +289,7 @@ def sweep_command(services: Services, every: float, grace: float) -> None:
             swept = sweep(services, grace)
         except RedisError as exc:
             raise click.ClickException(f"Redis failed during the sweep ({type(exc).__name__}: {exc})") from exc
-        click.echo(f"re-enqueued {swept} deliveries")
+        click.echo(f"found {swept} pending deliveries and queued their processing")
         return
     sweep_forever(services, every, stop_on_signals(), grace)  # waits for Redis while it is unreachable
 

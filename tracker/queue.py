@@ -23,6 +23,12 @@ from rq.registry import FailedJobRegistry, ScheduledJobRegistry, StartedJobRegis
 QUEUE_NAME = "deliveries"
 GITHUB_QUEUE_NAME = "github"
 JOB_FUNCTION = "workers.jobs.process_delivery"
+DRAIN_FUNCTION = "workers.drain.drain_deliveries"
+# Set while a drain job waits to start: the request path queues one only when it can set this key,
+# so a burst of deliveries costs one SET per request and one job per batch, not one job each. The
+# job deletes it before it reads the ledger. It expires, in case a worker died holding the job.
+DRAIN_WAITING_KEY = "tracker:drain:waiting"
+DRAIN_WAITING_TTL = 120
 FETCH_FUNCTION = "workers.jobs.fetch_head_files"
 RECORDS_QUEUE_NAME = "records"
 FINALIZE_FUNCTION = "workers.jobs.finalize_month"
@@ -288,8 +294,24 @@ def enqueue_history(
     return str(options["job_id"])
 
 
+def ask_for_drain(queue: Queue, *, force: bool = False) -> bool:
+    """Make sure a drain job (workers.drain) will look at the ledger's pending deliveries after this
+    call; True when this call queued one. Without `force`, none is queued while one waits to start
+    (it will see what was stored before this call). The sweep forces one."""
+    if not queue.connection.set(DRAIN_WAITING_KEY, 1, nx=not force, ex=DRAIN_WAITING_TTL):
+        return False
+    queue.enqueue(
+        DRAIN_FUNCTION,
+        job_timeout=JOB_TIMEOUT,
+        result_ttl=RESULT_TTL,
+        description="process the pending deliveries",
+    )
+    return True
+
+
 def enqueue_deliveries(queue: Queue, delivery_ids: Iterable[str]) -> int:
-    """Enqueue processing jobs in one round trip; returns how many."""
+    """Enqueue one processing job per delivery (retries of those that failed once, `retry-failed`)
+    in one round trip; returns how many."""
     ids = list(delivery_ids)
     if not ids:
         return 0
@@ -310,17 +332,30 @@ def enqueue_deliveries(queue: Queue, delivery_ids: Iterable[str]) -> int:
 
 
 def waiting_jobs(queue: Queue, job_ids: Sequence[str]) -> set[str]:
-    """Those of `job_ids` whose job is queued, scheduled or deferred (not lost, not dead)."""
+    """Those of `job_ids` whose job is really waiting: queued and still in its queue, scheduled, or
+    deferred. A job's hash alone is not enough: a worker killed right after it popped a job (BLPOP)
+    leaves the hash saying `queued` with the job in no queue any more."""
     pipe = queue.connection.pipeline(transaction=False)
     for identifier in job_ids:
-        pipe.hget(Job.key_for(identifier), "status")
-    statuses = pipe.execute()
-    alive = {JobStatus.QUEUED.value, JobStatus.SCHEDULED.value, JobStatus.DEFERRED.value}
-    return {
-        identifier
-        for identifier, status in zip(job_ids, statuses, strict=True)
-        if status is not None and (status.decode() if isinstance(status, bytes) else status) in alive
-    }
+        pipe.hmget(Job.key_for(identifier), "status", "origin")
+    rows = pipe.execute()
+    later = {JobStatus.SCHEDULED.value, JobStatus.DEFERRED.value}
+    alive: set[str] = set()
+    queued: list[tuple[str, str]] = []
+    for identifier, (status, origin) in zip(job_ids, rows, strict=True):
+        status = status.decode() if isinstance(status, bytes) else status
+        if status in later:
+            alive.add(identifier)
+        elif status == JobStatus.QUEUED.value and origin is not None:
+            queued.append((identifier, origin.decode() if isinstance(origin, bytes) else origin))
+    if queued:
+        pipe = queue.connection.pipeline(transaction=False)
+        for identifier, origin in queued:
+            pipe.lpos(Queue.redis_queue_namespace_prefix + origin, identifier)
+        for (identifier, _), position in zip(queued, pipe.execute(), strict=True):
+            if position is not None:
+                alive.add(identifier)
+    return alive
 
 
 def fetch_done(queue: Queue, repo: str, number: int, head_sha: str) -> None:

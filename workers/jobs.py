@@ -15,7 +15,7 @@ from tracker.github.fetch import fetch_and_store
 from tracker.queue import enqueue_finalize, enqueue_head_fetch, fetch_done
 from tracker.reports.records import due_months, final_request, finalize, readiness
 from tracker.store.heads import UNAVAILABLE
-from tracker.store.installations import InstallationStore
+from workers.drain import follow_up
 from workers.history import reconciliations_due
 from workers.narrate import narrations_due
 from workers.publish import publish, publish_due_partials, publish_month  # noqa: F401  (a job: workers.jobs.publish_month)
@@ -29,7 +29,8 @@ FETCH_ATTEMPTS = 8
 
 def process_delivery(delivery_id: str) -> str:
     """Derive a stored delivery's facts and attribute versions into the per-month state, and ask
-    for the files of a head not seen before."""
+    for the files of a head not seen before: one delivery on its own (a retry of one that failed in
+    a drain's batch, `tracker retry-failed`, the demo); new deliveries go through workers.drain."""
     services = current()
     delivery = services.ledger.get(delivery_id)
     if delivery is None:
@@ -47,21 +48,8 @@ def process_delivery(delivery_id: str) -> str:
         except Exception:  # the ledger itself may be what failed; RQ still retries the job
             log.exception("could not record the failure of delivery %s", delivery_id)
         raise
-    # A GitHub App's delivery names its installation: keep it, so the App's tokens for the repository
-    # need no lookup.
-    if derivation is not None and derivation.installation_id is not None:
-        InstallationStore(services.state.engine).record(derivation.full_name, derivation.installation_id)
-    if derivation is not None and derivation.wanted_head is not None and services.redis is not None:
-        head_sha, base_sha = derivation.wanted_head
-        if not services.heads.known(derivation.repo, derivation.number, head_sha):
-            enqueue_head_fetch(
-                services.github_queue,
-                derivation.full_name,
-                derivation.repo,
-                derivation.number,
-                head_sha,
-                base_sha,
-            )
+    if derivation is not None:
+        follow_up(services, [derivation])
     return "processed" if applied else "already processed"
 
 

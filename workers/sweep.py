@@ -1,10 +1,11 @@
-"""The sweep: re-enqueue accepted deliveries that were never processed.
+"""The sweep: make sure every accepted delivery gets processed, whatever happened to Redis.
 
-The web process enqueues after the ledger commit, so a crash between the two, a worker killed
-mid-job, or a Redis that lost its queue leaves a delivery `pending` in the ledger with no job.
-A delivery whose job is still waiting in the queue (or scheduled for a retry) is left alone; any
-other pending one is enqueued again. Processing is idempotent, so the rare double costs a little
-work and no harm.
+The web process asks for a drain after the ledger commit, so a crash between the two, a worker
+killed mid-batch, or a Redis that lost its queue leaves deliveries `pending` in the ledger with no
+job coming. The ledger decides: if any never-tried delivery is still pending past the grace, the
+sweep queues a drain (workers.drain). A delivery retried on its own (it failed once in a batch)
+whose job is no longer really waiting (queued and in its queue, or scheduled for a retry) gets its
+job again. Processing is idempotent, so the rare double costs a little work and no harm.
 """
 
 from __future__ import annotations
@@ -15,31 +16,36 @@ import threading
 from redis.exceptions import RedisError
 
 from tracker.core.repository import repository_key
-from tracker.queue import enqueue_deliveries, enqueue_head_fetch, job_id, wait_for_redis, waiting_jobs
+from tracker.queue import ask_for_drain, enqueue_deliveries, enqueue_head_fetch, job_id, wait_for_redis, waiting_jobs
 from tracker.services import Services
 from tracker.store.ledger import PENDING, now_ms
 
 log = logging.getLogger(__name__)
 
-# Deliveries younger than this are most likely still in the queue.
+# Deliveries younger than this are most likely about to be processed.
 DEFAULT_GRACE_SECONDS = 60
 
 
 def sweep(services: Services, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> int:
-    """Enqueue every pending delivery received more than `grace_seconds` ago, and ask for the files
-    of every head deliveries showed that has none yet (unless a fetch is already on its way).
-    Returns how many deliveries were re-enqueued."""
+    """Queue a drain when never-tried deliveries received more than `grace_seconds` ago are still
+    pending, re-enqueue retried ones whose job was lost, and ask for the files of every head
+    deliveries showed that has none yet (unless a fetch is already on its way). Returns how many
+    pending deliveries it found a job for."""
     queue = services.delivery_queue
-    pending = services.ledger.ids_with_status(PENDING, received_before=now_ms() - int(grace_seconds * 1000))
-    ids = []
-    for start in range(0, len(pending), 500):
-        batch = pending[start : start + 500]
+    before = now_ms() - int(grace_seconds * 1000)
+    fresh = services.ledger.ids_with_status(PENDING, received_before=before, tried=False)
+    if fresh:
+        ask_for_drain(queue, force=True)
+        log.info("sweep queued a drain for %d pending deliveries", len(fresh))
+    retried = services.ledger.ids_with_status(PENDING, received_before=before, tried=True)
+    lost: list[str] = []
+    for start in range(0, len(retried), 500):
+        batch = retried[start : start + 500]
         waiting = waiting_jobs(queue, [job_id("delivery", delivery_id) for delivery_id in batch])
-        lost = [delivery_id for delivery_id in batch if job_id("delivery", delivery_id) not in waiting]
+        lost.extend(delivery_id for delivery_id in batch if job_id("delivery", delivery_id) not in waiting)
+    if lost:
         enqueue_deliveries(queue, lost)
-        ids.extend(lost)
-    if ids:
-        log.info("sweep re-enqueued %d pending deliveries", len(ids))
+        log.info("sweep re-enqueued %d deliveries being retried", len(lost))
     fetches = services.github_queue
     asked = sum(
         enqueue_head_fetch(
@@ -49,7 +55,7 @@ def sweep(services: Services, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> i
     )
     if asked:
         log.info("sweep asked for the files of %d heads", asked)
-    return len(ids)
+    return len(fresh) + len(lost)
 
 
 def sweep_forever(services: Services, every_seconds: float, stop: threading.Event, grace_seconds: float) -> None:

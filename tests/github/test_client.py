@@ -165,3 +165,17 @@ def test_paths_are_built_from_validated_parts_only(github: FakeGitHub, call: str
         with pytest.raises(ValueError):
             getattr(client, call)(*args)
         assert client.requests == 0  # refused before anything was sent
+
+
+def test_every_client_shares_the_process_tls_context() -> None:
+    """Building a TLS context costs ~50 ms of CPU (certifi's bundle): a head fetch built one per job
+    until the context was shared (tracker.tls)."""
+    from tracker.tls import tls_context
+
+    first, second = GitHubClient("https://api.github.com"), GitHubClient("https://ghe.example/api/v3")
+    try:
+        for client in (first, second):
+            assert client._http._transport._pool._ssl_context is tls_context()  # type: ignore[attr-defined]
+    finally:
+        first.close()
+        second.close()

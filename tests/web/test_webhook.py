@@ -44,7 +44,7 @@ def test_every_fixture_delivery_is_accepted_and_processed(app: Flask, client: Fl
         body = path.read_bytes()
         answer = client.post("/webhook", data=body, headers=signed_headers(body, "pull_request", f"fixture-{number}"))
         assert answer.status_code == 202, (path.name, answer.json)
-    assert queued(app) == len(PR_FIXTURES)
+    assert queued(app) == 1  # one drain for the burst (workers.drain), not a job each
     run_jobs(app)
     status = client.get("/api/v1/status").json
     assert status["deliveries"] == {

@@ -26,6 +26,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from tracker import __version__
 from tracker.core.repository import check_full_name
+from tracker.tls import tls_context
 
 API_VERSION = "2022-11-28"
 PER_PAGE = 100
@@ -107,7 +108,7 @@ class GitHubClient:
         # installation tokens expire within the hour; tracker.github.app caches and renews them).
         self._auth = auth
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(headers=headers, timeout=timeout, follow_redirects=True)
+        self._http = httpx.Client(headers=headers, timeout=timeout, follow_redirects=True, verify=tls_context())
         self._cache = cache
         self._on_response = on_response
         self._retrying = Retrying(

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import httpx
 
 from tracker import __version__
+from tracker.tls import tls_context
 
 LlmErrorKind = Literal["timeout", "rate_limited", "http", "connection", "invalid_response"]
 
@@ -117,7 +118,7 @@ class ChatClient:
         self.model = model
         self._max_retries = max(0, max_retries)
         self._sleep = sleep
-        self._http = httpx.Client(headers=headers, timeout=timeout, transport=transport)
+        self._http = httpx.Client(headers=headers, timeout=timeout, transport=transport, verify=tls_context())
         self._timeout = timeout
 
     def __repr__(self) -> str:

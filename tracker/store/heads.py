@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, select, update
+from sqlalchemy import Connection, Engine, and_, select, tuple_, update
 
 from tracker.core.classify import Category, ChangedFile, HeadVerdict, Rules, classify_head
 from tracker.store.database import insert_ignoring_duplicates
@@ -39,6 +39,20 @@ class HeadStore:
                 ).first()
                 is not None
             )
+
+    def unknown(self, wanted: Sequence[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+        """Those of `wanted` (repo, number, head sha) with no stored files, in the order given."""
+        found: set[tuple[str, int, str]] = set()
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            for start in range(0, len(wanted), 500):
+                chunk = list(wanted[start : start + 500])
+                rows = conn.execute(
+                    select(heads.c.repo, heads.c.number, heads.c.head_sha).where(
+                        tuple_(heads.c.repo, heads.c.number, heads.c.head_sha).in_(chunk)
+                    )
+                )
+                found.update((row.repo, row.number, row.head_sha) for row in rows)
+        return [head for head in wanted if head not in found]
 
     def store(
         self,

@@ -187,12 +187,26 @@ class Ledger:
         with self.engine.connect().execution_options(read_only=True) as conn:
             return int(conn.execute(query).scalar_one())
 
-    def ids_with_status(self, status: str, received_before: int | None = None) -> list[str]:
+    def ids_with_status(self, status: str, received_before: int | None = None, tried: bool | None = None) -> list[str]:
+        """Ids of deliveries in `status`, in arrival order; `tried` keeps only those tried before
+        (True) or never tried (False)."""
         query = select(deliveries.c.id).where(deliveries.c.status == status)
         if received_before is not None:
             query = query.where(deliveries.c.received_at < received_before)
+        if tried is not None:
+            query = query.where(deliveries.c.attempts > 0 if tried else deliveries.c.attempts == 0)
         with self.engine.connect().execution_options(read_only=True) as conn:
             return list(conn.execute(query.order_by(deliveries.c.received_at, deliveries.c.id)).scalars())
+
+    def fresh_pending(self, limit: int, received_before: int | None = None) -> list[Delivery]:
+        """Up to `limit` pending deliveries never tried before, in arrival order: what a drain job
+        takes (workers.drain). One that failed once is retried on its own (workers.jobs)."""
+        query = select(deliveries).where(deliveries.c.status == PENDING, deliveries.c.attempts == 0)
+        if received_before is not None:
+            query = query.where(deliveries.c.received_at < received_before)
+        query = query.order_by(deliveries.c.received_at, deliveries.c.id).limit(limit)
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            return [_delivery(row._mapping) for row in conn.execute(query)]
 
     def failures(self, limit: int = 50) -> list[dict[str, Any]]:
         query = (

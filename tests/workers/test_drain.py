@@ -1,0 +1,195 @@
+"""The drain (workers.drain): deliveries processed in batches, one job per burst, the ledger deciding
+what is pending; a poisoned delivery set aside without holding up its batch; duplicates inside a
+batch counted once; the sweep finding a job a killed worker had popped."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from dataclasses import replace
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from rq import Retry
+from sqlalchemy import update
+
+from tests import factory
+from tests.conftest import fixture_payload, post, run_jobs
+from tests.paths import needs_shared
+from tests.workers.test_jobs import EXPECTED_STATS, post_all, september, stories, worker_process
+from tracker import queue as queue_module
+from tracker.queue import DRAIN_FUNCTION, ask_for_drain, enqueue_deliveries, job_id
+from tracker.settings import Settings
+from tracker.store.rebuild import rebuild
+from tracker.store.schema import deliveries
+from tracker.web.context import services
+from workers import drain
+from workers.sweep import sweep
+
+
+def drain_jobs(app: Flask) -> int:
+    with app.app_context():
+        return sum(job.func_name == DRAIN_FUNCTION for job in services().delivery_queue.get_jobs())
+
+
+@needs_shared
+def test_a_burst_of_deliveries_is_one_drain_job(app: Flask, client: FlaskClient) -> None:
+    total = post_all(client)
+    with app.app_context():
+        assert services().delivery_queue.count == 1
+    assert drain_jobs(app) == 1
+    run_jobs(app)
+    with app.app_context():
+        assert services().ledger.counts().processed == total
+    assert json.loads(september(app))["stats"] == EXPECTED_STATS
+    again = stories()[0].deliveries[0]  # a redelivery: refused at the door, nothing to drain
+    assert post(client, again.body, again.event, again.delivery_id).status_code == 200
+    assert drain_jobs(app) == 0
+
+
+@needs_shared
+def test_small_batches_and_a_spent_budget_give_the_same_state(
+    app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(drain, "BATCH", 2)
+    monkeypatch.setattr(drain, "BUDGET_SECONDS", 0.0)  # every job ends after one batch and asks for the next
+    total = post_all(client)
+    with app.app_context():
+        s = services()
+        assert drain.drain_deliveries().startswith("processed 2 deliveries in 1 batches (")
+        assert s.ledger.counts().processed == 2
+        assert drain_jobs(app) == 2  # the webhook's, and the next one the spent budget asked for
+    run_jobs(app)
+    with app.app_context():
+        assert services().ledger.counts().processed == total
+    assert json.loads(september(app))["stats"] == EXPECTED_STATS
+
+
+def store(app: Flask, body: bytes, delivery_id: str) -> None:
+    """Into the ledger as the webhook stores a delivery, and a drain asked for as the webhook asks."""
+    with app.app_context():
+        s = services()
+        assert s.ledger.store(factory.Delivery("pull_request", delivery_id, body).as_ledger_delivery())
+        ask_for_drain(s.delivery_queue)
+
+
+@needs_shared
+def test_a_poisoned_delivery_is_set_aside_and_its_batch_goes_through(
+    app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(queue_module, "RETRY", Retry(max=2, interval=0))
+    total = post_all(client)
+    payload = fixture_payload("pull_request.labeled.json")
+    payload["pull_request"]["labels"] = "not a list"  # a body an older, looser door let in
+    store(app, json.dumps(payload).encode(), "poison")
+    run_jobs(app)  # the drain, then the poison's own job and its two retries
+    status = client.get("/api/v1/status").json
+    assert status["deliveries"] == {"received": total + 1, "processed": total, "failed": 1, "pending": 0}
+    [failure] = status["failed_deliveries"]
+    assert failure["delivery_id"] == "poison"
+    assert failure["attempts"] == 4  # once in the batch, then a first try and two retries on its own
+    assert "pull_request.labels" in failure["error"]
+    assert json.loads(september(app))["stats"] == EXPECTED_STATS
+
+
+@needs_shared
+def test_a_batch_the_database_refuses_is_applied_one_by_one(
+    app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    total = post_all(client)
+    with app.app_context():
+        s = services()
+        state_type = type(s.state)
+        original = state_type.apply
+
+        def refuses_one(self: object, delivery_id: str, derivation: object) -> bool:
+            if delivery_id == first:
+                raise RuntimeError("the database refused this one")
+            return original(self, delivery_id, derivation)  # type: ignore[arg-type]
+
+        def refuses_batches(self: object, items: object) -> list[str]:
+            raise RuntimeError("the database refused the batch")
+
+        first = s.ledger.ids_with_status("pending")[0]
+        monkeypatch.setattr(state_type, "apply_batch", refuses_batches)
+        monkeypatch.setattr(state_type, "apply", refuses_one)
+        assert drain.drain_deliveries().startswith(f"processed {total - 1} deliveries in 1 batches (")
+        assert s.ledger.status_of(first) == "pending"
+        assert s.ledger.fresh_pending(10) == []  # tried once: no drain takes it again
+        assert job_id("delivery", first) in {job.id for job in s.delivery_queue.get_jobs()}  # its own job
+        monkeypatch.undo()
+    run_jobs(app)
+    assert client.get("/api/v1/status").json["deliveries"]["processed"] == total
+    assert json.loads(september(app))["stats"] == EXPECTED_STATS
+
+
+@needs_shared
+def test_duplicates_inside_one_batch_count_once(app: Flask, client: FlaskClient) -> None:
+    total = post_all(client)
+    with app.app_context():
+        s = services()
+        for delivery_id in s.ledger.ids_with_status("pending"):
+            original = s.ledger.get(delivery_id)
+            assert original is not None
+            for copy in ("a", "b"):  # the same events again under other ids, past the door's digest check
+                assert s.ledger.store(replace(original, id=f"{delivery_id}-{copy}"))
+        assert len(s.ledger.fresh_pending(1000)) == 3 * total
+        assert drain.drain_deliveries().startswith(f"processed {3 * total} deliveries in 1 batches (")
+    run_jobs(app)  # the heads' files
+    batched = september(app)
+    assert json.loads(batched)["stats"] == EXPECTED_STATS
+    with app.app_context():
+        s = services()
+        rebuild(s.ledger, s.state, s.config)  # the same ledger derived apart, not in one batch
+    assert september(app) == batched
+
+
+@needs_shared
+def test_the_sweep_re_enqueues_a_retry_whose_job_a_killed_worker_had_popped(app: Flask, client: FlaskClient) -> None:
+    post_all(client)
+    run_jobs(app)
+    with app.app_context():
+        s = services()
+        [retried] = s.ledger.ids_with_status("processed")[:1]
+        with s.ledger.engine.begin() as conn:  # one delivery being retried on its own, as a batch leaves it
+            conn.execute(update(deliveries).where(deliveries.c.id == retried).values(status="pending", attempts=1))
+        enqueue_deliveries(s.delivery_queue, [retried])
+        assert sweep(s, grace_seconds=0) == 0  # its job waits in the queue
+        identifier = job_id("delivery", retried)
+        s.redis.lrem(s.delivery_queue.key, 0, identifier)  # a worker popped it (BLPOP) and was killed
+        assert s.redis.hget(f"rq:job:{identifier}", "status") == b"queued"  # the hash still says queued
+        assert sweep(s, grace_seconds=0) == 1
+        assert identifier in s.delivery_queue.get_job_ids()
+    run_jobs(app)
+    with app.app_context():
+        assert services().ledger.status_of(retried) == "processed"
+
+
+@needs_shared
+def test_three_worker_processes_drain_a_backlog_once(
+    app: Flask, client: FlaskClient, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRACKER_DRAIN_BATCH", "3")  # several batches, several drain jobs
+    total = post_all(client)
+    with app.app_context():
+        s = services()
+        for _ in range(4):  # drains queued while others wait: the lock keeps them from doing the same work
+            ask_for_drain(s.delivery_queue, force=True)
+    workers = [worker_process(settings, "--burst") for _ in range(3)]
+    try:
+        for worker in workers:
+            assert worker.wait(90) == 0
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                os.killpg(worker.pid, signal.SIGKILL)
+    counts = s.ledger.counts()
+    assert (counts.processed, counts.failed, counts.pending) == (total, 0, 0)
+    run_jobs(app)
+    concurrent = september(app)
+    assert json.loads(concurrent)["stats"] == EXPECTED_STATS
+    with app.app_context():
+        rebuild(s.ledger, s.state, s.config)
+    assert september(app) == concurrent

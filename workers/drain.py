@@ -1,0 +1,130 @@
+"""The drain: pending deliveries processed in batches, many per job and per transaction.
+
+The web process stores a delivery and asks for a drain (`tracker.queue.ask_for_drain`): one SET
+that queues a job only when none waits to start, so a burst of deliveries costs one job per batch
+instead of one job, its RQ bookkeeping and a transaction each. A drain job takes the ledger's
+pending deliveries in arrival order, up to BATCH at a time, and applies each batch in one
+transaction, until none is left or its time is up (it then queues the next drain).
+
+The ledger decides what is pending, never a job: a drain killed mid-batch committed nothing, and
+the next drain (the sweep asks for one for anything pending past its grace) takes the same
+deliveries again. Applying is idempotent, so two drains, a drain and a retry, or a redelivery count
+nothing twice; one drain at a time holds the lock, so two workers do not do the same work.
+
+A delivery that cannot be applied (a body the parser refuses, a row the database refuses) must not
+hold up the others: it is recorded as failed once in the ledger (attempts = 1) and handed to a job
+of its own (workers.jobs.process_delivery) with RQ's retries, after which it is `failed` and waits
+for `tracker retry-failed`. Drains only take deliveries never tried before.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+
+from tracker.core.derive import PULL_REQUEST, Derivation, derive
+from tracker.queue import DRAIN_WAITING_KEY, JOB_TIMEOUT, ask_for_drain, enqueue_deliveries, enqueue_head_fetch
+from tracker.services import Services
+from tracker.store.installations import InstallationStore
+from tracker.store.ledger import Delivery
+from workers.runtime import current
+
+log = logging.getLogger(__name__)
+
+# Deliveries per transaction: ~6 MB of bodies, a fraction of a second of work. (Tests of several
+# worker processes set TRACKER_DRAIN_BATCH small, to have several batches.)
+BATCH = int(os.environ.get("TRACKER_DRAIN_BATCH", "250"))
+BUDGET_SECONDS = 20.0  # then the job ends and queues the next, so other queues get their turn
+LOCK_KEY = "tracker:drain:lock"
+LOCK_TIMEOUT = 30  # seconds; a killed drain's lock lapses after this, a live one renews it per batch
+
+
+def drain_deliveries() -> str:
+    """Process pending deliveries in batches until none is left or the budget is spent."""
+    services = current()
+    connection = services.require_redis()
+    lock = connection.lock(LOCK_KEY, timeout=LOCK_TIMEOUT, blocking_timeout=JOB_TIMEOUT / 2)
+    if not lock.acquire():
+        ask_for_drain(services.delivery_queue, force=True)
+        return "another drain held the lock; asked for another"
+    started, cpu = time.monotonic(), time.process_time()
+    processed = batches = 0
+    try:
+        while True:
+            connection.delete(DRAIN_WAITING_KEY)  # what is stored from now on asks for a drain again
+            batch = services.ledger.fresh_pending(BATCH)
+            if not batch:
+                break
+            processed += process_batch(services, batch)
+            batches += 1
+            lock.reacquire()
+            if time.monotonic() - started > BUDGET_SECONDS:
+                ask_for_drain(services.delivery_queue, force=True)
+                break
+    finally:
+        try:
+            lock.release()
+        except Exception:  # it lapsed (a very long batch): the next drain takes it
+            log.warning("the drain lock had lapsed before it was released")
+    cpu_ms = (time.process_time() - cpu) * 1000
+    return f"processed {processed} deliveries in {batches} batches ({cpu_ms:.0f} ms of CPU)"
+
+
+def process_batch(services: Services, batch: Sequence[Delivery]) -> int:
+    """Apply `batch` (arrival order) in one transaction; a delivery that fails is set aside for a job
+    of its own. Returns how many were newly processed."""
+    items: list[tuple[str, Derivation | None]] = []
+    refused: list[tuple[str, Exception]] = []
+    for delivery in batch:
+        if delivery.event != PULL_REQUEST:
+            items.append((delivery.id, None))
+            continue
+        try:
+            items.append(
+                (delivery.id, derive(delivery.id, delivery.content_type, delivery.body, services.config.timezone_for))
+            )
+        except Exception as exc:
+            refused.append((delivery.id, exc))
+    try:
+        applied = services.state.apply_batch(items)
+    except Exception:
+        log.warning("a batch of %d deliveries failed as a whole; applying them one at a time", len(items))
+        applied = []
+        for delivery_id, derivation in items:
+            try:
+                if services.state.apply(delivery_id, derivation):
+                    applied.append(delivery_id)
+            except Exception as exc:
+                refused.append((delivery_id, exc))
+    if refused:
+        set_aside(services, refused)
+    done = set(applied)
+    follow_up(services, [d for delivery_id, d in items if d is not None and delivery_id in done])
+    return len(applied)
+
+
+def set_aside(services: Services, refused: Sequence[tuple[str, Exception]]) -> None:
+    """Record each failure in the ledger and give the delivery a job of its own, with retries."""
+    for delivery_id, exc in refused:
+        log.warning("delivery %s failed (%s: %s); retrying it on its own", delivery_id, type(exc).__name__, exc)
+        services.ledger.record_attempt_failed(delivery_id, f"{type(exc).__name__}: {exc}", final=False)
+    enqueue_deliveries(services.delivery_queue, [delivery_id for delivery_id, _ in refused])
+
+
+def follow_up(services: Services, derivations: Sequence[Derivation]) -> None:
+    """What applied deliveries ask for beyond their rows: the GitHub App installation they name (so
+    the App's tokens need no lookup), and the files of heads not seen before."""
+    installations = {d.full_name: d.installation_id for d in derivations if d.installation_id is not None}
+    if installations:
+        store = InstallationStore(services.state.engine)
+        for full_name, installation_id in installations.items():
+            store.record(full_name, installation_id)
+    if services.redis is None:
+        return
+    wanted = {(d.repo, d.number, d.wanted_head[0]): d for d in derivations if d.wanted_head is not None}
+    for repo, number, head_sha in services.heads.unknown(list(wanted)):
+        d = wanted[(repo, number, head_sha)]
+        assert d.wanted_head is not None
+        enqueue_head_fetch(services.github_queue, d.full_name, repo, number, head_sha, d.wanted_head[1])
