@@ -30,6 +30,7 @@ from tracker.services import Services
 from tracker.store.installations import InstallationStore
 from tracker.store.ledger import Delivery
 from workers.runtime import current
+from workers.warm import ask_for_warm
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,8 @@ def set_aside(services: Services, refused: Sequence[tuple[str, Exception]]) -> N
 
 def follow_up(services: Services, derivations: Sequence[Derivation]) -> None:
     """What applied deliveries ask for beyond their rows: the GitHub App installation they name (so
-    the App's tokens need no lookup), and the files of heads not seen before."""
+    the App's tokens need no lookup), the months they changed warmed again (workers.warm), and the
+    files of heads not seen before."""
     installations = {d.full_name: d.installation_id for d in derivations if d.installation_id is not None}
     if installations:
         store = InstallationStore(services.state.engine)
@@ -123,6 +125,8 @@ def follow_up(services: Services, derivations: Sequence[Derivation]) -> None:
             store.record(full_name, installation_id)
     if services.redis is None:
         return
+    for full_name, month in sorted({(d.full_name, month) for d in derivations for month in d.touched_months}):
+        ask_for_warm(services, full_name, month)  # the month's report precomputed once the backlog is done
     wanted = {(d.repo, d.number, d.wanted_head[0]): d for d in derivations if d.wanted_head is not None}
     for repo, number, head_sha in services.heads.unknown(list(wanted)):
         d = wanted[(repo, number, head_sha)]

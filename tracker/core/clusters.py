@@ -31,7 +31,16 @@ neighbouring settings (`NEIGHBOURS` 4 to 8), so the weights are round numbers, n
 
 Deterministic: the same items in the same order give the same groups (fixed seeds, stable sorts, ties
 broken by position). Linear in the features, quadratic in the number of changes (a dense similarity
-matrix: 1,500 changes are 2.25 million numbers).
+matrix: 1,500 changes are 2.25 million numbers); the quadratic parts are numpy's (each change's nearest
+neighbours, the runs' co-membership as one sparse product), the Python loops linear.
+
+Remembered twice, by content, since a grouping depends on nothing but its items and this code:
+- in the process, the last `_REMEMBERED` groupings (`functools.lru_cache`; `forget()` clears it): the
+  Markdown, HTML and JSON of one cutoff, in both languages, group the same sections once;
+- across processes, by the caller: tracker.reports.groupings keeps each grouping in Redis under a digest
+  of its items and of the core's sources (40 days), so a worker that warmed a month (tracker.reports.warm)
+  spares every web process the grouping of the same sections. This module stays pure: `group` is what a
+  report calls when the caller brings no such store.
 """
 
 from __future__ import annotations
@@ -112,7 +121,8 @@ class Group:
 
 def group(items: Sequence[Item]) -> tuple[Group, ...]:
     """The themes of a section: largest first, "Other" (if any) last. Remembered by content for the last
-    few sections: the Markdown, HTML and JSON of one cutoff, in both languages, group the same changes."""
+    `_REMEMBERED` sections: the Markdown, HTML and JSON of one cutoff, in both languages, group the same
+    changes."""
     return _group(tuple(items))
 
 
@@ -121,7 +131,10 @@ def forget() -> None:
     _group.cache_clear()
 
 
-@lru_cache(maxsize=16)
+_REMEMBERED = 16
+
+
+@lru_cache(maxsize=_REMEMBERED)
 def _group(items: tuple[Item, ...]) -> tuple[Group, ...]:
     n = len(items)
     if n == 0:
@@ -145,15 +158,17 @@ def _group(items: tuple[Item, ...]) -> tuple[Group, ...]:
 # --- features ---------------------------------------------------------------------------------------
 
 
-def _features(item: Item) -> dict[str, float]:
+def _features(item: Item, keys: dict[str, tuple[str, ...]]) -> dict[str, float]:
+    """`keys`: the path features of each path seen (`_path_keys`), shared by the items of one grouping."""
     features: dict[str, float] = defaultdict(float)
     paths = list(dict.fromkeys(item.paths))[:MAX_PATHS]
     files = considered_files(paths)
     for path in files:
-        parts = path.split("/")
-        for depth in range(1, len(parts)):
-            features["d:" + "/".join(parts[:depth])] += 1 / len(files)
-        features["f:" + path] += 1 / len(files)
+        found = keys.get(path)
+        if found is None:
+            found = keys[path] = _path_keys(path)
+        for key in found:
+            features[key] += 1 / len(files)
     chosen = set(files)
     for path in paths:
         if path not in chosen and is_auxiliary(path):
@@ -174,6 +189,17 @@ def _features(item: Item) -> dict[str, float]:
     return features
 
 
+def _path_keys(path: str) -> tuple[str, ...]:
+    """A code file's features: each directory above it (`d:`), then the file itself (`f:`)."""
+    parts = path.split("/")
+    directories = []
+    prefix = "d:"
+    for depth in range(len(parts) - 1):
+        prefix = prefix + parts[depth] if depth == 0 else prefix + "/" + parts[depth]
+        directories.append(prefix)
+    return (*directories, "f:" + path)
+
+
 _BLOCKS = {"d": PATH_WEIGHT, "f": PATH_WEIGHT, "a": AUXILIARY_WEIGHT, "w": TITLE_WEIGHT, "l": LABEL_WEIGHT}
 _BLOCKS |= {"r": REFERENCE_WEIGHT, "p": PRIOR_WEIGHT, "q": PRIOR_WEIGHT}  # area, sub-area
 
@@ -182,24 +208,25 @@ def _similarity(items: Sequence[Item]) -> np.ndarray:
     """Cosine similarity of every pair of changes (a dense n × n matrix, 1 on the diagonal or 0 for a
     change that shares nothing with any other)."""
     n = len(items)
-    rows = [_features(item) for item in items]
-    frequency = Counter(key for row in rows for key in row)
+    paths: dict[str, tuple[str, ...]] = {}
+    rows = [_features(item, paths) for item in items]
+    # Every (change, feature) entry, change by change, each change's in the order of its features.
+    keys = [key for row in rows for key in row]
+    values = np.fromiter((value for row in rows for value in row.values()), dtype=float, count=len(keys))
+    changes = np.repeat(np.arange(n), [len(row) for row in rows])
+    frequency = Counter(keys)
     # A feature of every change cannot tell them apart. One of a single change makes it alike to none, but
     # stays in its norm: what a change does alone dilutes what it shares.
     columns = {key: i for i, key in enumerate(sorted(k for k, count in frequency.items() if count < n))}
-    entries: dict[str, tuple[list[float], list[int], list[int]]] = {block: ([], [], []) for block in _BLOCKS}
-    for i, row in enumerate(rows):
-        for key, value in row.items():
-            column = columns.get(key)
-            if column is not None:
-                data, row_index, column_index = entries[key[0]]
-                data.append(value * math.log(n / frequency[key]))
-                row_index.append(i)
-                column_index.append(column)
+    rarity = {key: math.log(n / frequency[key]) for key in columns}
+    column = np.fromiter((columns.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))
+    weighted = values * np.fromiter((rarity.get(key, 0.0) for key in keys), dtype=float, count=len(keys))
+    kind = np.fromiter((ord(key[0]) for key in keys), dtype=np.int64, count=len(keys))
     total = None
     for block, weight in _BLOCKS.items():
-        data, row_index, column_index = entries[block]
-        matrix = _normalised(csr_matrix((data, (row_index, column_index)), shape=(n, len(columns)))) * weight
+        chosen = (column >= 0) & (kind == ord(block))
+        entries = (weighted[chosen], (changes[chosen], column[chosen]))
+        matrix = _normalised(csr_matrix(entries, shape=(n, len(columns)))) * weight
         total = matrix if total is None else total + matrix
     assert total is not None
     vectors = _normalised(total)
@@ -220,29 +247,35 @@ def _communities(similarity: np.ndarray, members: Sequence[int], runs: int = RUN
     if len(members) <= 2:
         return _ordered([[m] for m in members] if _sim(similarity, members) < MIN_SIMILARITY else [list(members)])
     sub = similarity[np.ix_(members, members)]
+    np.fill_diagonal(sub, -1.0)  # a change is not its own neighbour (`sub` is a copy)
+    # Each change's most similar others, most similar first (a stable sort: ties by position).
+    nearest = np.argsort(-sub, axis=1, kind="stable")[:, :NEIGHBOURS]
     edges: dict[tuple[int, int], float] = {}
-    for i in range(len(members)):
-        row = sub[i].copy()
-        row[i] = -1.0
-        for j in np.argsort(-row, kind="stable")[:NEIGHBOURS]:
-            weight = float(row[j])
+    for i, row in enumerate(nearest.tolist()):
+        for j in row:
+            weight = float(sub[i, j])
             if weight < MIN_SIMILARITY:
                 break
-            edges[(min(i, int(j)), max(i, int(j)))] = weight
+            edges[(min(i, j), max(i, j))] = weight
     pairs = sorted(edges)
     graph = igraph.Graph(n=len(members), edges=pairs)
     weights = [edges[pair] for pair in pairs]
-    together = np.zeros((len(members), len(members)))
     low, high = RESOLUTION
     resolution = low + (high - low) * min(1.0, max(0.0, (len(members) - 2 * NEIGHBOURS) / RESOLUTION_SIZE))
+    memberships = []
     with _RANDOM:
         for seed in range(runs):
             # igraph draws from the generator it is given; a fresh one per run, seeded, makes runs repeatable.
             igraph.set_random_number_generator(random.Random(seed))
-            for community in graph.community_multilevel(weights=weights, resolution=resolution):
-                index = np.fromiter(sorted(community), dtype=int)
-                together[np.ix_(index, index)] += 1
+            memberships.append(graph.community_multilevel(weights=weights, resolution=resolution).membership)
         igraph.set_random_number_generator(random)
+    # How many runs put each pair in one community: one column per community of each run, 1 for its
+    # changes; the product counts the columns two changes share (whole numbers, exact in floats).
+    size = len(members)
+    offsets = np.cumsum([0] + [max(m) + 1 for m in memberships[:-1]])
+    columns = np.concatenate([np.asarray(m) + offset for m, offset in zip(memberships, offsets, strict=True)])
+    runs_of = csr_matrix((np.ones(size * runs), (np.tile(np.arange(size), runs), columns)))
+    together = (runs_of @ runs_of.T).toarray()
     distance = 1 - together / runs
     np.fill_diagonal(distance, 0)
     labels = fcluster(linkage(squareform(distance, checks=False), method="average"), t=0.5, criterion="distance")
@@ -283,7 +316,7 @@ def _within_limit(similarity: np.ndarray, clusters: list[list[int]], n: int) -> 
         kept = [list(c) for c in clusters[:room]]
         other: list[int] = []
         for member in (m for c in clusters[room:] for m in c):
-            alike = [float(similarity[member, c].mean()) for c in kept]
+            alike = _mean_similarities(similarity[member], kept)
             closest = int(np.argmax(alike))
             if alike[closest] > 0:
                 kept[closest].append(member)
@@ -292,6 +325,12 @@ def _within_limit(similarity: np.ndarray, clusters: list[list[int]], n: int) -> 
         if not other:
             return _ordered(kept), []
     return _ordered(kept), other
+
+
+def _mean_similarities(row: np.ndarray, clusters: Sequence[Sequence[int]]) -> list[float]:
+    """A change's mean similarity to each cluster (`row`: its similarities), as `ndarray.mean` gives it:
+    the same sum (numpy's pairwise summation of the same values) over the same count."""
+    return [float(np.add.reduce(row[cluster]) / len(cluster)) for cluster in clusters]
 
 
 # --- sub-topics -------------------------------------------------------------------------------------
@@ -306,7 +345,7 @@ def _topics(similarity: np.ndarray, vocabulary: _Vocabulary, members: Sequence[i
     rest = [m for p in parts if not any(p == k for k in kept) for m in p]
     further: list[int] = []
     for member in rest:
-        alike = [float(similarity[member, k].mean()) for k in kept]
+        alike = _mean_similarities(similarity[member], kept)
         closest = int(np.argmax(alike))
         if alike[closest] >= 2 * MIN_SIMILARITY:
             kept[closest].append(member)

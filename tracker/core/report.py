@@ -43,6 +43,8 @@ MAX_BULLET_CHANGES = 5
 MAX_BULLET_WORDS = 60  # of a bullet's text, citations aside
 MAX_TITLE_WORDS = 40  # a longer title is cut, with an ellipsis, so that any bullet stays within the limit
 OTHER_THEME = ("other", "Other changes", "其他改进")
+# The prior of every change of a repository without a taxonomy (which reads none).
+NO_PRIOR = ThemeChoice(f"{LAYOUT_PREFIX}none", "", "", "none", "", "")
 FURTHER = ("Further changes", "其他相关改进")
 
 
@@ -68,7 +70,7 @@ class Change:
     title: str
     members: tuple[PullRequestSnapshot, ...]
     section: str
-    theme: ThemeChoice  # what the taxonomy (or the code layout) says of the change: a prior for its theme
+    theme: ThemeChoice  # what the taxonomy says of the change, a prior for its theme (NO_PRIOR without one)
     group: tuple[int, ...] = ()  # the numbers of the whole group; the members' own numbers when empty
     labels: tuple[str, ...] = ()  # of every member of the group
     paths: tuple[str, ...] = ()  # changed by any member of the group
@@ -199,6 +201,9 @@ def narrated_section(pr: PullRequestSnapshot) -> str | None:
 
 
 Chooser = Callable[[Sequence[ThemeConfig], str, Sequence[str], Sequence[str]], ThemeChoice]
+# Groups a section's changes into themes: tracker.core.clusters.group, or a caller's stand-in that gives
+# the same answer for the same items (tracker.reports.groupings: remembered by content in Redis).
+Grouper = Callable[[Sequence[clusters.Item]], tuple[clusters.Group, ...]]
 
 
 def build_report(
@@ -206,6 +211,7 @@ def build_report(
     paths: Mapping[int, Sequence[str]],
     taxonomy: Sequence[ThemeConfig] = (),
     choose: Chooser = choose_theme,
+    group: Grouper = clusters.group,
 ) -> Report:
     """`paths`: the changed paths of each PR's head at the cutoff, by PR number."""
     sections = {pr.status.number: narrated_section(pr) for pr in snapshot.pull_requests}
@@ -227,9 +233,11 @@ def build_report(
         members = tuple(narrated[n] for n in numbers)
         # One theme for the whole group, from its first member's title and every member's labels and
         # paths, so that a change in progress on one branch and delivered on another reads as one story.
+        # Only a taxonomy's choice is a prior: without one, themes and their names come from the month's
+        # grouping and the code layout, and nothing reads a prior.
         labels = sorted({label for pr in members if pr.version for label in pr.version.labels})
         changed = sorted({path for n in numbers for path in paths.get(n, ())})
-        theme = choose(taxonomy, _raw_title(members[0]), labels, changed)
+        theme = choose(taxonomy, _raw_title(members[0]), labels, changed) if taxonomy else NO_PRIOR
         for section in (DELIVERED, IN_PROGRESS):
             part = tuple(pr for pr in members if sections[pr.status.number] == section)
             if part:
@@ -250,7 +258,7 @@ def build_report(
     return Report(
         snapshot=snapshot,
         sections=tuple(
-            Section(s, _themes([c for c in changes if c.section == s], bool(taxonomy)))
+            Section(s, _themes([c for c in changes if c.section == s], bool(taxonomy), group))
             for s in (DELIVERED, IN_PROGRESS)
         ),
         days=_days(snapshot),
@@ -269,7 +277,7 @@ def _title(pr: PullRequestSnapshot) -> str:
     return " ".join(words)
 
 
-def _themes(changes: Sequence[Change], themed: bool) -> tuple[Theme, ...]:
+def _themes(changes: Sequence[Change], themed: bool, group: Grouper = clusters.group) -> tuple[Theme, ...]:
     """The section's changes in themes (tracker.core.clusters), named; "Other" last."""
     changes = sorted(changes, key=_order)
     items = [
@@ -284,25 +292,25 @@ def _themes(changes: Sequence[Change], themed: bool) -> tuple[Theme, ...]:
     ]
     themes: list[Theme] = []
     used: set[str] = set()
-    for group in clusters.group(items):
-        members = [changes[i] for i in group.members]
+    for found in group(items):
+        members = [changes[i] for i in found.members]
         terms: tuple[str, ...] = ()
-        area = _area(members, themed) if group.other else None
-        if group.other and area is None:
+        area = _area(members, themed) if found.other else None
+        if found.other and area is None:
             en, zh = OTHER_THEME[1], OTHER_THEME[2]
-        elif group.other and area is not None:  # alike to no theme, but all in one area: named by it
+        elif found.other and area is not None:  # alike to no theme, but all in one area: named by it
             en, zh = area
         else:
-            topic_terms = [t.terms[0] for t in group.topics if t.terms]
-            en, zh, terms = _theme_name(group.terms, topic_terms, members, themed)
-        highlights = _highlights(group.topics, changes, themed)
+            topic_terms = [t.terms[0] for t in found.topics if t.terms]
+            en, zh, terms = _theme_name(found.terms, topic_terms, members, themed)
+        highlights = _highlights(found.topics, changes, themed)
         if len(highlights) == 1 and highlights[0].en == FURTHER[0]:  # nothing names a part: the theme's name does
             highlights = (replace(highlights[0], id=_slug(en) or "topic", en=_short(en), zh=_short(zh)),)
         same = next((i for i, theme in enumerate(themes) if theme.en == en), None)
         if same is not None:  # two communities one name says (the taxonomy's area, alone): one theme
             themes[same] = replace(themes[same], highlights=_merged(themes[same].highlights, highlights))
             continue
-        mixed = group.other and en == OTHER_THEME[1]
+        mixed = found.other and en == OTHER_THEME[1]
         theme_id = OTHER_THEME[0] if mixed else unique_id(en, used, "theme")
         themes.append(Theme(theme_id, en, zh, highlights, terms))
     return tuple(sorted(themes, key=lambda theme: (theme.id == OTHER_THEME[0], -len(theme.changes))))

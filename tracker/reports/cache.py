@@ -14,14 +14,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from pathlib import Path
 
 from redis import Redis
 
 from tracker import __version__
 from tracker.config import TrackerConfig
+from tracker.reports.fingerprint import code_fingerprint
 from tracker.reports.loading import MonthRequest, report_for
-from tracker.reports.render import render
+from tracker.reports.render import FULL, render_bytes
 from tracker.store.month_state import MonthState
 
 log = logging.getLogger(__name__)
@@ -34,13 +34,7 @@ INDEX = "tracker:render-index"  # sorted set: entry key -> last use (epoch secon
 def _code_fingerprint() -> str:
     """What produced a rendered text: the core's and the reports' sources and the templates. In the
     cache key, so an upgrade that changes any of them never serves text rendered by the old code."""
-    package = Path(__file__).resolve().parent.parent
-    digest = hashlib.sha256()
-    for folder, pattern in (("core", "*.py"), ("reports", "*.py"), ("reports/templates", "*")):
-        for path in sorted((package / folder).glob(pattern)):
-            if path.is_file():
-                digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+    return code_fingerprint(("core", "*.py"), ("reports", "*.py"), ("reports/templates", "*"))
 
 
 CODE = _code_fingerprint()
@@ -53,48 +47,70 @@ def rendered(
     fmt: str,
     lang: str,
     cache: Redis | None = None,
+    detail: str = FULL,
 ) -> str:
     """The report in `fmt` and `lang`, from the cache when the month has not changed since."""
+    return rendered_bytes(state, config, request, fmt, lang, cache, detail).decode("utf-8")
+
+
+def rendered_bytes(
+    state: MonthState,
+    config: TrackerConfig,
+    request: MonthRequest,
+    fmt: str,
+    lang: str,
+    cache: Redis | None = None,
+    detail: str = FULL,
+) -> bytes:
+    """`rendered` as the UTF-8 bytes an answer sends (a cached 2 MB JSON is sent as Redis gave it)."""
     key = None
     if cache is not None:
-        version, generation = state.month_version(request.repo, str(request.window.month))
-        fingerprint = hashlib.sha256(
-            "|".join(
-                [
-                    __version__,
-                    CODE,
-                    request.repo.lower(),
-                    str(request.window.month),
-                    request.window.cutoff.isoformat(),
-                    "ended" if request.window.ended else "running",  # the last day turns final at its end
-                    request.window.timezone,
-                    fmt,
-                    lang if fmt != "json" else "",  # the JSON document is the same in every language
-                    str(version),
-                    generation,
-                    config.model_dump_json(),
-                ]
-            ).encode()
-        ).hexdigest()
-        key = f"tracker:render:{fingerprint}"
+        key = render_key(state, config, request, fmt, lang, detail)
         try:
             hit = cache.get(key)
             if hit is not None:
                 cache.zadd(INDEX, {key: time.time()})
-                return hit.decode("utf-8") if isinstance(hit, bytes) else str(hit)
+                return hit if isinstance(hit, bytes) else str(hit).encode("utf-8")
         except Exception:  # a cache outage costs a render, nothing more
             log.warning("render cache unavailable", exc_info=True)
             key = None
-    text = render(report_for(state, config, request), fmt, lang)
+    data = render_bytes(report_for(state, config, request, cache=cache), fmt, lang, detail)
     if cache is not None and key is not None:
         try:
-            _keep(cache, key, text.encode("utf-8"))
+            keep(cache, key, data)
         except Exception:
             log.warning("render cache unavailable", exc_info=True)
-    return text
+    return data
 
 
-def _keep(cache: Redis, key: str, value: bytes) -> None:
+def render_key(
+    state: MonthState, config: TrackerConfig, request: MonthRequest, fmt: str, lang: str, detail: str
+) -> str:
+    """The cache key of a rendered report: everything that can change its bytes."""
+    version, generation = state.month_version(request.repo, str(request.window.month))
+    fingerprint = hashlib.sha256(
+        "|".join(
+            [
+                __version__,
+                CODE,
+                request.repo.lower(),
+                str(request.window.month),
+                request.window.cutoff.isoformat(),
+                "ended" if request.window.ended else "running",  # the last day turns final at its end
+                request.window.timezone,
+                fmt if fmt != "json" or detail == FULL else f"{fmt}-{detail}",
+                lang if fmt != "json" else "",  # the JSON document is the same in every language
+                str(version),
+                generation,
+                config.model_dump_json(),
+            ]
+        ).encode()
+    ).hexdigest()
+    return f"tracker:render:{fingerprint}"
+
+
+def keep(cache: Redis, key: str, value: bytes) -> None:
+    """Store a rendered report under `key` (its `render_key`), within the cache's bounds."""
     if len(value) > MAX_ENTRY_BYTES:
         return
     now = time.time()

@@ -3,11 +3,11 @@ pass, and hand plain data to the pure core (snapshot, report model)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
+from redis import Redis
 from sqlalchemy import Engine
 
 from tracker.config import TrackerConfig
@@ -15,7 +15,9 @@ from tracker.core.report import Report, build_report
 from tracker.core.snapshot import MonthSnapshot, build_snapshot
 from tracker.core.window import Window, resolve_window, today_in
 from tracker.reports.coverage import window_coverage_of
+from tracker.reports.groupings import SharedGroupings
 from tracker.reports.prose import with_prose
+from tracker.reports.render import json_bytes
 from tracker.store.history import HistoryStore
 from tracker.store.month_state import MonthInputs, MonthState
 
@@ -97,13 +99,21 @@ def resolve(
     return MonthRequest(stored, resolve_window(month, cutoff, tz, today if today is not None else today_in(tz)))
 
 
-def report_for(state: MonthState, config: TrackerConfig, request: MonthRequest, *, prose: bool = True) -> Report:
+def report_for(
+    state: MonthState,
+    config: TrackerConfig,
+    request: MonthRequest,
+    *,
+    prose: bool = True,
+    cache: Redis | None = None,
+) -> Report:
     """The report model of the month at the cutoff: one read, then pure computation; with the narrator's
     stored prose when the repository uses it (`prose=False`: the deterministic report, which the
-    narrator describes)."""
+    narrator describes). With `cache`, each section's grouping into themes is read from Redis when any
+    process computed it before, and kept there when computed (tracker.reports.groupings)."""
     inputs = state.month_inputs(request.repo, str(request.window.month), request.window.end)
     snapshot = _snapshot(state, config, request, inputs)
-    report = build_report(snapshot, inputs.paths, config.themes_for(request.repo))
+    report = build_report(snapshot, inputs.paths, config.themes_for(request.repo), group=SharedGroupings(cache))
     return with_prose(report, state.engine, config) if prose else report
 
 
@@ -139,4 +149,4 @@ def load_snapshot(
 
 def snapshot_json(snapshot: MonthSnapshot) -> str:
     """The snapshot as JSON text; the same state always gives the same bytes."""
-    return json.dumps(snapshot.as_dict(), ensure_ascii=False, indent=2) + "\n"
+    return json_bytes(snapshot.as_dict()).decode("utf-8")

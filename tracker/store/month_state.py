@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from sqlalchemy import Connection, Engine, and_, func, or_, select, tuple_, update
 
 from tracker.core.attributes import AttributeVersion, version_at
@@ -74,6 +75,23 @@ class MonthState:
                 write_derivations(conn, [(delivery_id, derivation)])
             mark_processed(conn, [delivery_id])
         return True
+
+    def apply_batch(self, items: Sequence[tuple[str, Derivation | None]]) -> list[str]:
+        """`apply` for many deliveries in one transaction, in the order given (arrival order: the
+        same rows as applying them one by one); the ids that were not processed before."""
+        with self.engine.begin() as conn:
+            ids = [delivery_id for delivery_id, _ in items]
+            waiting = set(
+                conn.execute(
+                    select(deliveries.c.id).where(deliveries.c.id.in_(ids), deliveries.c.status != PROCESSED)
+                ).scalars()
+            )
+            todo = [(delivery_id, d) for delivery_id, d in items if delivery_id in waiting]
+            write_derivations(conn, [(delivery_id, d) for delivery_id, d in todo if d is not None])
+            applied = list(dict.fromkeys(delivery_id for delivery_id, _ in todo))
+            if applied:
+                mark_processed(conn, applied)
+        return applied
 
     def drop_and_recreate(self) -> None:
         with self.engine.begin() as conn:
@@ -186,9 +204,10 @@ class MonthState:
                 else []
             )
         timelines: dict[int, list[Fact]] = defaultdict(list)
+        kinds = {kind.value: kind for kind in FactKind}
         for fact in best_facts(fact_rows).values():
             if fact[1] < end:  # facts at or after the window end change nothing the snapshot shows
-                timelines[fact[0]].append(Fact(FactKind(fact[2]), fact[1]))
+                timelines[fact[0]].append(Fact(kinds[fact[2]], fact[1]))
         verdicts = {(row.number, row.head_sha): verdict_from_row(row) for row in verdict_rows}
         paths: dict[int, list[str]] = defaultdict(list)
         for number, path in path_rows:
@@ -246,7 +265,7 @@ def _version_candidates(
                     base_ref=row.base_ref,
                     head_ref=row.head_ref,
                     head_sha=row.head_sha,
-                    labels=tuple(json.loads(row.labels)),
+                    labels=tuple(orjson.loads(row.labels)),
                     draft=bool(row.draft),
                     author=row.author,
                     observed=bool(row.observed),

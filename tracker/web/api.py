@@ -7,6 +7,7 @@ body differs: the status code and headers are the same either way.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -24,11 +25,20 @@ from tracker.core.window import WindowError
 from tracker.embedded_redis import EmbeddedRedis
 from tracker.github.quota import Quota
 from tracker.queue import enqueue_deliveries, queue_counts, redis_failure, waiting_on_github
-from tracker.reports.cache import rendered
+from tracker.reports.cache import rendered_bytes
 from tracker.reports.coverage import coverage_summary
 from tracker.reports.loading import UnknownRepository, ledger_shown, resolve
 from tracker.reports.records import served_record
-from tracker.reports.render import FORMATS, UnknownLanguage, language
+from tracker.reports.render import (
+    DETAILS,
+    FORMATS,
+    FULL,
+    SUMMARY,
+    UnknownLanguage,
+    json_bytes,
+    language,
+    summary_document,
+)
 from tracker.settings import Settings, SettingsError
 from tracker.store.ledger import FAILED
 from tracker.store.narrations import NarrationStore
@@ -41,7 +51,8 @@ log = logging.getLogger(__name__)
 
 @blueprint.get("/api/v1/repos/<owner>/<repo>/months/<month>")
 def month_snapshot(owner: str, repo: str, month: str) -> Any:
-    """The JSON snapshot (the same document as /reports/<owner>/<repo>/<month>.json)."""
+    """The JSON snapshot (the same document as /reports/<owner>/<repo>/<month>.json);
+    `?detail=summary`: its numbers and themes without the pull requests."""
     return _report(owner, repo, month, "json", "en")
 
 
@@ -68,6 +79,10 @@ def report(owner: str, repo: str, name: str) -> Any:
 def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
     app = services()
     name = f"{owner}/{repo}"
+    detail = request.args.get("detail") or FULL
+    if detail not in DETAILS or (fmt != "json" and detail != FULL):
+        forms = " or ".join(f"detail={d}" for d in DETAILS)
+        return _error(fmt, 400, f"detail={detail!r} is not offered: the JSON has {forms}; Markdown and HTML one form")
     try:
         # Access first: for a private repository, whether it exists and which months are valid is
         # itself something only the admin or a link's holder may learn.
@@ -100,15 +115,18 @@ def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
     # A finalised month asked for at its last day (the default cutoff of an ended month) is its
     # record, byte for byte, whatever arrived later; `?live=1` shows what the ledger says now.
     record = None if request.args.get("live") == "1" else served_record(app.records, wanted)
+    body: str | bytes
     if record is not None:
-        text = record.document(fmt, lang)
+        body = record.document(fmt, lang)
+        if detail == SUMMARY:
+            body = json_bytes(summary_document(json.loads(body)))
         headers["X-Tracker-Record"] = f"revision={record.revision}; content-hash={record.content_hash}"
     else:
-        text = rendered(app.state, app.config, wanted, fmt, lang, cache=app.redis)
+        body = rendered_bytes(app.state, app.config, wanted, fmt, lang, cache=app.redis, detail=detail)
     if grant.token is not None and fmt == "html":
         # After the cache, which keeps one copy for every reader: the token is this reader's own.
-        text = carry_token(text, grant.token)
-    return Response(text, content_type=_MEDIA_TYPES[fmt], headers=headers)
+        body = carry_token(body.decode("utf-8") if isinstance(body, bytes) else body, grant.token)
+    return Response(body, content_type=_MEDIA_TYPES[fmt], headers=headers)
 
 
 def _error(

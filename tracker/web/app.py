@@ -6,8 +6,10 @@ import logging
 from typing import Any
 
 from flask import Flask, Response, request
+from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
+from tracker.reports.render import json_bytes
 from tracker.services import Services
 from tracker.settings import Settings, load_settings
 from tracker.web import api, history, records, webhook
@@ -20,9 +22,9 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     settings = settings or (services.settings if services is not None else load_settings())
     settings.require_webhook_secret()
     app = Flask(__name__)  # templates: tracker/web/templates (package data)
+    app.json = FastJSONProvider(app)
     # One byte past GitHub's cap: the webhook reads that byte to tell "exactly 25 MB" from "more".
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES + 1
-    app.json.sort_keys = False  # type: ignore[attr-defined]
     install(app.extensions, services or Services.from_settings(settings))
     app.register_blueprint(webhook.blueprint)
     app.register_blueprint(api.blueprint)
@@ -32,6 +34,28 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.after_request(_security_headers)
     logging.getLogger("tracker").setLevel(logging.INFO)
     return app
+
+
+class FastJSONProvider(DefaultJSONProvider):
+    """The JSON of every answer Flask makes from a dict (status, repositories, errors, records), written
+    by orjson (`tracker.reports.render.json_bytes`): keys in the order the code builds them, non-ASCII
+    characters as UTF-8 (as in the report's JSON), invisible characters as `\\uXXXX` escapes, compact as
+    Flask writes it outside debug mode. What JSON has no form for (dates, dataclasses, decimals) goes
+    through Flask's own conversions, so each value means what it meant with the standard library."""
+
+    sort_keys = False
+    ensure_ascii = False
+
+    def dumps(self, obj: Any, **kwargs: Any) -> str:
+        if kwargs.keys() - {"indent", "separators"}:  # options only the standard library knows
+            return super().dumps(obj, **kwargs)
+        return json_bytes(obj, indent="indent" in kwargs, default=self.default).decode("utf-8").rstrip("\n")
+
+    def response(self, *args: Any, **kwargs: Any) -> Response:
+        obj = self._prepare_response_obj(args, kwargs)
+        indent = self.compact is False or (self.compact is None and self._app.debug)
+        data = json_bytes(obj, indent=indent, default=self.default)
+        return Response(data if indent else data + b"\n", mimetype=self.mimetype)
 
 
 def _errors(app: Flask) -> None:

@@ -1,0 +1,160 @@
+"""The theme grouping kept in Redis by content (tracker.reports.groupings): read instead of computed, never
+stale when the data changes, and the same as a computation from nothing. A real ledger (SQLite), a real
+Redis, real Megatron-LM titles and paths (tests/scenario.py), applied the way the worker applies them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import pytest
+from redis import Redis
+
+from tests.factory import PullRequestStory
+from tests.paths import needs_shared
+from tests.scenario import REPO, megatron_month
+from tests.tracking import Tracker
+from tracker.config import TrackerConfig
+from tracker.core import clusters
+from tracker.core.report import Report
+from tracker.queue import connect_redis
+from tracker.reports import groupings
+from tracker.reports.loading import MonthRequest, report_for, resolve
+from tracker.reports.render import render
+from tracker.store.database import connect
+from tracker.store.heads import HeadStore
+from tracker.store.ledger import Ledger
+from tracker.store.month_state import MonthState
+
+pytestmark = needs_shared
+
+TODAY = date(2026, 6, 10)
+CUTOFF = "2026-05-20"
+
+
+@pytest.fixture
+def may(tmp_path: Path) -> Iterator[Tracker]:
+    """40 real PRs of May 2026, their files as fetched."""
+    engine = connect(f"sqlite:///{tmp_path / 'l.sqlite3'}")
+    tracker = Tracker(Ledger(engine), MonthState(engine), HeadStore(engine), TrackerConfig())
+    scenario = megatron_month(count=40, still_open=8)
+    tracker.deliver([d for story in scenario.stories for d in story.deliveries])
+    tracker.give_files({number: paths for (number, _), paths in scenario.files.items()})
+    try:
+        yield tracker
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def redis(redis_url: str) -> Iterator[Redis]:
+    connection = connect_redis(redis_url)
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+def _day(day: int) -> datetime:
+    return datetime(2026, 5, day, 4, tzinfo=UTC)
+
+
+def grouping_keys(redis: Redis) -> set[bytes]:
+    return set(redis.scan_iter(match=f"{groupings.PREFIX}*"))
+
+
+def request(tracker: Tracker) -> MonthRequest:
+    return resolve(tracker.state, tracker.config, REPO, "2026-05", CUTOFF, today=TODAY)
+
+
+def from_nothing(tracker: Tracker) -> Report:
+    """A real computation: no Redis, no grouping remembered in the process."""
+    clusters.forget()
+    return report_for(tracker.state, tracker.config, request(tracker))
+
+
+def themes(report: Report) -> list[tuple[str, list[list[int]]]]:
+    return [
+        (theme.en, [[n for change in h.changes for n in change.numbers] for h in theme.highlights])
+        for section in report.sections
+        for theme in section.themes
+    ]
+
+
+def test_each_sections_grouping_is_kept_and_equals_a_computation_from_nothing(may: Tracker, redis: Redis) -> None:
+    clusters.forget()
+    cached = report_for(may.state, may.config, request(may), cache=redis)
+    assert len(grouping_keys(redis)) == sum(1 for section in cached.sections if section.changes) == 2
+    for key in grouping_keys(redis):
+        assert 0 < redis.ttl(key) <= groupings.GROUPING_SECONDS
+    # Another process (nothing remembered in this one) reads it, and gets what a computation gives.
+    clusters.forget()
+    again = report_for(may.state, may.config, request(may), cache=redis)
+    first, second = from_nothing(may), from_nothing(may)  # two real computations
+    assert render(first, "json", "en") == render(second, "json", "en")
+    for report in (cached, again):
+        assert render(report, "json", "en") == render(first, "json", "en")
+        assert render(report, "md", "zh-CN") == render(first, "md", "zh-CN")
+
+
+def test_a_stored_grouping_is_read_instead_of_computed(may: Tracker, redis: Redis) -> None:
+    clusters.forget()
+    report_for(may.state, may.config, request(may), cache=redis)
+    assert len(grouping_keys(redis)) == 2
+    # Plant a grouping of the same items: every change in one theme.
+    for key in grouping_keys(redis):
+        stored = json.loads(redis.get(key) or b"[]")
+        members = sorted(m for g in stored for m in g["members"])
+        topic = {"members": members, "terms": ["planted"], "share": 1.0}
+        planted = [{"members": members, "terms": ["planted"], "topics": [topic], "other": False}]
+        redis.set(key, json.dumps(planted), keepttl=True)
+    clusters.forget()
+    read = report_for(may.state, may.config, request(may), cache=redis)
+    assert [len(section.themes) for section in read.sections] == [1, 1]
+    assert all(theme.en.startswith("Planted") for section in read.sections for theme in section.themes)
+
+
+def test_a_grouping_that_does_not_fit_its_items_is_computed_again(may: Tracker, redis: Redis) -> None:
+    clusters.forget()
+    report_for(may.state, may.config, request(may), cache=redis)
+    for key in grouping_keys(redis):
+        redis.set(key, b'[{"members": [0], "terms": [], "topics": [], "other": false}]', keepttl=True)
+    clusters.forget()
+    again = report_for(may.state, may.config, request(may), cache=redis)
+    assert render(again, "json", "en") == render(from_nothing(may), "json", "en")
+
+
+def test_new_data_is_a_new_grouping_never_a_stale_one(may: Tracker, redis: Redis) -> None:
+    clusters.forget()
+    before = report_for(may.state, may.config, request(may), cache=redis)
+    keys_before = grouping_keys(redis)
+    # Three new PRs of one story, opened in the window and still open: In Progress changes, Delivered not.
+    titles = {9101: "Add MXFP8 grouped GEMM", 9102: "MXFP8 grouped GEMM for MoE", 9103: "Tune MXFP8 GEMM"}
+    for number, title in titles.items():
+        story = PullRequestStory(number, _day(12), repo=REPO, title=title).opened()
+        may.deliver(story.deliveries)
+    may.give_files({n: ["megatron/core/fusions/mxfp8_gemm.py"] for n in (9101, 9102, 9103)})
+    after = report_for(may.state, may.config, request(may), cache=redis)
+    keys_after = grouping_keys(redis)
+    assert len(keys_after - keys_before) == 1  # In Progress grouped anew; Delivered's content is the same
+    new_numbers = {n for section in after.sections for change in section.changes for n in change.numbers}
+    assert {9101, 9102, 9103} <= new_numbers
+    assert themes(after) != themes(before)
+    assert render(after, "json", "en") == render(from_nothing(may), "json", "en")
+    # A retitle changes the items again.
+    story = PullRequestStory(9103, _day(12), repo=REPO, title="Tune MXFP8 GEMM").opened()
+    story.retitled(_day(13), "Document the release process")
+    may.deliver(story.deliveries[1:])
+    retitled = report_for(may.state, may.config, request(may), cache=redis)
+    assert len(grouping_keys(redis) - keys_after) == 1
+    assert render(retitled, "md", "en") == render(from_nothing(may), "md", "en")
+    assert "Document the release process" in render(retitled, "md", "en")
+
+
+def test_a_redis_that_fails_costs_a_grouping_nothing_more(may: Tracker) -> None:
+    dead = Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    clusters.forget()
+    report = report_for(may.state, may.config, request(may), cache=dead)
+    assert render(report, "json", "en") == render(from_nothing(may), "json", "en")

@@ -1,0 +1,146 @@
+"""A month warmed by the workers (tracker.reports.warm, workers.warm): its month-to-date documents and groupings
+computed before anyone asks, equal to what a request computes from nothing, refreshed by the next change,
+and at most one warm job waiting per month. Real app, real Redis, real ledger; deliveries through the
+webhook and the worker's jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from redis import Redis
+
+from tests.paths import require_shared
+
+require_shared()  # tests.fake_github reads GitHub's example answers from ../shared as it loads
+
+from tests.conftest import post, run_jobs  # noqa: E402
+from tests.factory import PullRequestStory  # noqa: E402
+from tracker.core import clusters  # noqa: E402
+from tracker.core.window import Month, month_window, today_in  # noqa: E402
+from tracker.reports import groupings  # noqa: E402
+from tracker.reports.cache import render_key, rendered_bytes  # noqa: E402
+from tracker.reports.loading import resolve  # noqa: E402
+from tracker.reports.warm import DOCUMENTS, warm_month  # noqa: E402
+from tracker.services import Services  # noqa: E402
+from tracker.web.context import services  # noqa: E402
+from workers import warm as warm_job  # noqa: E402
+
+REPO = "octo-org/octo-repo"
+TIMEZONE = "Asia/Shanghai"
+
+
+@pytest.fixture
+def built(app: Flask) -> Iterator[Services]:
+    with app.app_context():
+        yield services()
+
+
+def this_month() -> Month:
+    return Month.parse(today_in(TIMEZONE).strftime("%Y-%m"))
+
+
+def deliver(client: FlaskClient, app: Flask, number: int, title: str) -> None:
+    """A PR opened a few minutes ago (or just after the month began), through the webhook, processed by the
+    worker's jobs."""
+    month = this_month()
+    start = datetime.fromtimestamp(month_window(month, month.first_day, TIMEZONE).start, UTC)
+    opened = max(start + timedelta(minutes=1), datetime.now(UTC) - timedelta(minutes=5))
+    story = PullRequestStory(number, opened, repo=REPO, title=title).opened()
+    for d in story.deliveries:
+        assert post(client, d.body, d.event, d.delivery_id).status_code == 202
+    run_jobs(app)
+
+
+def cold(built: Services, fmt: str, lang: str, detail: str) -> bytes:
+    """What a request computes with nothing cached anywhere."""
+    clusters.forget()
+    request = resolve(built.state, built.config, REPO, "current", None)
+    return rendered_bytes(built.state, built.config, request, fmt, lang, cache=None, detail=detail)
+
+
+def served(built: Services, fmt: str, lang: str, detail: str) -> bytes:
+    request = resolve(built.state, built.config, REPO, "current", None)
+    return rendered_bytes(built.state, built.config, request, fmt, lang, cache=built.redis, detail=detail)
+
+
+def warm_keys(redis: Redis, built: Services) -> dict[tuple[str, str, str], str]:
+    request = resolve(built.state, built.config, REPO, str(this_month()), None)
+    return {document: render_key(built.state, built.config, request, *document) for document in DOCUMENTS}
+
+
+def test_a_warmed_month_serves_what_a_request_computes_from_nothing(
+    app: Flask, client: FlaskClient, built: Services
+) -> None:
+    deliver(client, app, 1, "Add a paged KV cache for inference")
+    deliver(client, app, 2, "Paged KV cache: evict by recency")
+    redis = built.require_redis()
+    redis.flushdb()
+    warmed = warm_month(built, REPO, str(this_month()))
+    assert warmed is not None and (warmed.rendered, warmed.cached) == (len(DOCUMENTS), 0)
+    assert warmed.cutoff == today_in(TIMEZONE).isoformat()
+    assert all(redis.exists(key) for key in warm_keys(redis, built).values())
+    assert list(redis.scan_iter(match=f"{groupings.PREFIX}*"))  # the grouping too
+    for fmt, lang, detail in DOCUMENTS:
+        assert served(built, fmt, lang, detail) == cold(built, fmt, lang, detail)
+    # Warming again with nothing changed renders nothing.
+    again = warm_month(built, REPO, str(this_month()))
+    assert again is not None and (again.rendered, again.cached) == (0, len(DOCUMENTS))
+
+
+def test_the_next_change_is_warmed_anew(app: Flask, client: FlaskClient, built: Services) -> None:
+    deliver(client, app, 1, "Add a paged KV cache for inference")
+    month = str(this_month())
+    warm_month(built, REPO, month)
+    before = served(built, "json", "en", "full")
+    old_keys = warm_keys(built.require_redis(), built)
+    deliver(client, app, 3, "Speed up the data loader")
+    new_keys = warm_keys(built.require_redis(), built)
+    assert set(old_keys.values()).isdisjoint(new_keys.values())  # the month's version moved
+    warmed = warm_month(built, REPO, month)
+    assert warmed is not None and warmed.rendered == len(DOCUMENTS)
+    after = served(built, "json", "en", "full")
+    assert after != before and b"Speed up the data loader" in after
+    for fmt, lang, detail in DOCUMENTS:
+        assert served(built, fmt, lang, detail) == cold(built, fmt, lang, detail)
+
+
+def test_nothing_is_warmed_without_redis_or_for_an_unknown_repository(
+    app: Flask, client: FlaskClient, built: Services
+) -> None:
+    deliver(client, app, 1, "Add a paged KV cache for inference")
+    assert warm_month(built, "someone/else", str(this_month())) is None
+    assert warm_month(built, REPO, "2099-01") is None
+    without = Services(built.settings, built.config, built.ledger, built.state, redis=None)
+    assert warm_month(without, REPO, str(this_month())) is None
+
+
+def test_at_most_one_warm_job_waits_per_month(app: Flask, client: FlaskClient, built: Services) -> None:
+    deliver(client, app, 1, "Add a paged KV cache for inference")
+    month = str(this_month())
+    queue = built.records_queue
+    redis = built.require_redis()
+    redis.flushdb()
+    assert warm_job.ask_for_warm(built, REPO, month) is True
+    assert warm_job.ask_for_warm(built, REPO, month) is False  # one waits already
+    assert warm_job.ask_for_warm(built, REPO.upper(), month) is False  # the same repository
+    assert warm_job.ask_for_warm(built, REPO, "2026-01") is True  # another month
+    assert [job.func_name for job in queue.get_jobs()] == [warm_job.WARM_FUNCTION] * 2
+    assert 0 < redis.ttl(warm_job.waiting_key(REPO, month)) <= warm_job.WAITING_TTL
+    run_jobs(app)
+    assert queue.count == 0
+    assert not redis.exists(warm_job.waiting_key(REPO, month))  # the job took it: the next change asks again
+    assert all(redis.exists(key) for key in warm_keys(redis, built).values())
+    assert warm_job.ask_for_warm(built, REPO, month) is True
+
+
+def test_the_job_says_what_it_did(app: Flask, client: FlaskClient, built: Services) -> None:
+    deliver(client, app, 1, "Add a paged KV cache for inference")
+    month = str(this_month())
+    built.require_redis().flushdb()
+    assert warm_job.warm_month(REPO, month).endswith(f"{len(DOCUMENTS)} rendered, 0 cached")
+    assert warm_job.warm_month(REPO, month).endswith(f"0 rendered, {len(DOCUMENTS)} cached")
+    assert warm_job.warm_month("someone/else", month) == f"nothing to warm for {month} of someone/else"

@@ -1,0 +1,86 @@
+"""A month's report computed before anyone asks: what the workers do after they change a month.
+
+The first request for a month after a new delivery would otherwise pay for everything: reading the month,
+the snapshot, the report model and above all its grouping into themes (tracker.reports.groupings), then
+the rendering. `warm_month` does that work in a worker, for the request most readers make (the month to
+date: `current`, the month without a cutoff, or today's cutoff, which are one window), and keeps:
+- each section's grouping in Redis by content (40 days), which every other cutoff whose sections have the
+  same content reads too, and any request after the next delivery whose sections did not change;
+- the month's documents (JSON, its summary, Markdown and HTML in both languages) in the render cache under
+  the month's current version, so the month-to-date request is a cache hit until the next change.
+
+A month whose final report is its record is served from the record, so nothing is warmed for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Protocol
+
+from redis import Redis
+
+from tracker.config import TrackerConfig
+from tracker.core.window import WindowError
+from tracker.reports.cache import keep, render_key
+from tracker.reports.loading import UnknownRepository, report_for, resolve
+from tracker.reports.records import served_record
+from tracker.reports.render import FULL, SUMMARY, render_bytes
+from tracker.store.month_state import MonthState
+from tracker.store.records import RecordStore
+
+log = logging.getLogger(__name__)
+
+# (format, language, detail) of every document a month-to-date request can ask for.
+DOCUMENTS = (
+    ("json", "en", FULL),
+    ("json", "en", SUMMARY),
+    ("md", "en", FULL),
+    ("md", "zh-CN", FULL),
+    ("html", "en", FULL),
+    ("html", "zh-CN", FULL),
+)
+
+
+class WarmServices(Protocol):
+    """What warming reads (tracker.services.Services has it)."""
+
+    @property
+    def state(self) -> MonthState: ...
+
+    @property
+    def config(self) -> TrackerConfig: ...
+
+    @property
+    def redis(self) -> Redis | None: ...
+
+
+@dataclass(frozen=True)
+class Warmed:
+    cutoff: str  # the day the month-to-date window ends
+    rendered: int  # documents rendered now
+    cached: int  # documents already in the cache for the month's current version
+
+
+def warm_month(services: WarmServices, full_name: str, month: str) -> Warmed | None:
+    """Compute and keep what the month's month-to-date request reads. None when there is nothing to
+    warm: no Redis, a repository or month the ledger cannot answer for, or a month served from its
+    record."""
+    cache = services.redis
+    if cache is None:
+        return None
+    state, config = services.state, services.config
+    try:
+        request = resolve(state, config, full_name, month, None)
+    except (UnknownRepository, WindowError) as exc:
+        log.info("nothing to warm for %s of %s: %s", month, full_name, exc)
+        return None
+    if served_record(RecordStore(state.engine), request) is not None:
+        return None
+    keys = {document: render_key(state, config, request, *document) for document in DOCUMENTS}
+    missing = [document for document, key in keys.items() if not cache.exists(key)]
+    if missing:
+        report = report_for(state, config, request, cache=cache)  # reads or keeps each section's grouping
+        for document in missing:
+            keep(cache, keys[document], render_bytes(report, *document))
+    return Warmed(request.window.cutoff.isoformat(), len(missing), len(DOCUMENTS) - len(missing))
