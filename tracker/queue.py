@@ -294,18 +294,14 @@ def enqueue_history(
     return str(options["job_id"])
 
 
-def ask_for_drain(queue: Queue, *, force: bool = False) -> bool:
+def ask_for_drain(queue: Queue, *, force: bool = False, at: float | None = None) -> bool:
     """Make sure a drain job (workers.drain) will look at the ledger's pending deliveries after this
     call; True when this call queued one. Without `force`, none is queued while one waits to start
     (it will see what was stored before this call). The sweep forces one."""
     if not queue.connection.set(DRAIN_WAITING_KEY, 1, nx=not force, ex=DRAIN_WAITING_TTL):
         return False
-    queue.enqueue(
-        DRAIN_FUNCTION,
-        job_timeout=JOB_TIMEOUT,
-        result_ttl=RESULT_TTL,
-        description="process the pending deliveries",
-    )
+    options = {"job_timeout": JOB_TIMEOUT, "result_ttl": RESULT_TTL, "description": "process the pending deliveries"}
+    _enqueue(queue, DRAIN_FUNCTION, (), options, at)
     return True
 
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import Sequence
 
 from tracker.core.derive import PULL_REQUEST, Derivation, derive
-from tracker.queue import DRAIN_WAITING_KEY, JOB_TIMEOUT, ask_for_drain, enqueue_deliveries, enqueue_head_fetch
+from tracker.queue import DRAIN_WAITING_KEY, ask_for_drain, enqueue_deliveries, enqueue_head_fetch
 from tracker.services import Services
 from tracker.store.installations import InstallationStore
 from tracker.store.ledger import Delivery
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 BATCH = int(os.environ.get("TRACKER_DRAIN_BATCH", "250"))
 BUDGET_SECONDS = 20.0  # then the job ends and queues the next, so other queues get their turn
 LOCK_KEY = "tracker:drain:lock"
+LOCK_WAIT = 1.0  # seconds a drain waits for another to finish
 LOCK_TIMEOUT = 30  # seconds; a killed drain's lock lapses after this, a live one renews it per batch
 
 
@@ -46,10 +47,12 @@ def drain_deliveries() -> str:
     """Process pending deliveries in batches until none is left or the budget is spent."""
     services = current()
     connection = services.require_redis()
-    lock = connection.lock(LOCK_KEY, timeout=LOCK_TIMEOUT, blocking_timeout=JOB_TIMEOUT / 2)
+    # A drain that finds another at work does not wait for it (that parked a worker the head fetches
+    # needed): it asks for another drain a second later, which sees whatever the first one missed.
+    lock = connection.lock(LOCK_KEY, timeout=LOCK_TIMEOUT, blocking_timeout=LOCK_WAIT)
     if not lock.acquire():
-        ask_for_drain(services.delivery_queue, force=True)
-        return "another drain held the lock; asked for another"
+        ask_for_drain(services.delivery_queue, force=True, at=time.time() + 1)
+        return "another drain held the lock; asked for another in a second"
     started, cpu = time.monotonic(), time.process_time()
     processed = batches = 0
     try:
