@@ -27,7 +27,7 @@ from sqlalchemy import Engine, create_engine
 
 from tests.paths import FIXTURES, MEGATRON, SHARED, WEBHOOKS  # noqa: F401  (re-exported for tests)
 from tracker.embedded_redis import EmbeddedRedis
-from tracker.queue import github_queue
+from tracker.queue import connect_redis, github_queue
 from tracker.settings import Settings, load_settings
 from tracker.store.database import connect
 from tracker.store.schema import metadata
@@ -169,6 +169,16 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     metadata.drop_all(engine)
     engine.dispose()
     return url
+
+
+@pytest.fixture
+def redis(redis_url: str) -> Iterator[Redis]:
+    """A client of the test Redis (the web's short timeouts), closed afterwards."""
+    connection = connect_redis(redis_url)
+    try:
+        yield connection
+    finally:
+        connection.close()
 
 
 @pytest.fixture

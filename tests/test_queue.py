@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -46,15 +45,6 @@ BASE = "f95f852bd8fca8fcc58a9a2d6c842781e32a215e"
 # sha256("nvidia/megatron-lm#7@" + "0" * 40)[:40], worked out apart from the module.
 FETCH_ID = "files-5486ad815ba5bc6e384506e208fda51927ace62d"
 MARKER = f"tracker:fetch:{FETCH_ID}"
-
-
-@pytest.fixture
-def redis(redis_url: str) -> Iterator[Redis]:
-    connection = connect_redis(redis_url)
-    try:
-        yield connection
-    finally:
-        connection.close()
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ from tests.tracking import Tracker
 from tracker.config import TrackerConfig
 from tracker.core import clusters
 from tracker.core.report import Report
-from tracker.queue import connect_redis
 from tracker.reports import groupings
 from tracker.reports.loading import MonthRequest, report_for, resolve
 from tracker.reports.render import render
@@ -46,15 +45,6 @@ def may(tmp_path: Path) -> Iterator[Tracker]:
         yield tracker
     finally:
         engine.dispose()
-
-
-@pytest.fixture
-def redis(redis_url: str) -> Iterator[Redis]:
-    connection = connect_redis(redis_url)
-    try:
-        yield connection
-    finally:
-        connection.close()
 
 
 def _day(day: int) -> datetime:

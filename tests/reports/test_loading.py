@@ -23,7 +23,6 @@ from tests.tracking import Tracker
 from tracker.config import RepositoryConfig, TrackerConfig
 from tracker.core.report import Report
 from tracker.core.window import WindowError
-from tracker.queue import connect_redis
 from tracker.reports.cache import rendered
 from tracker.reports.loading import (
     MonthRequest,
@@ -330,15 +329,6 @@ def test_pending_files_then_their_arrival(tracker: Tracker) -> None:
 
 
 # --- the render cache ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-def redis(redis_url: str) -> Iterator[Redis]:
-    connection = connect_redis(redis_url)
-    try:
-        yield connection
-    finally:
-        connection.close()
 
 
 def render_keys(redis: Redis) -> set[bytes]:

@@ -86,9 +86,10 @@ class MonthState:
                     select(deliveries.c.id).where(deliveries.c.id.in_(ids), deliveries.c.status != PROCESSED)
                 ).scalars()
             )
-            todo = [(delivery_id, d) for delivery_id, d in items if delivery_id in waiting]
-            write_derivations(conn, [(delivery_id, d) for delivery_id, d in todo if d is not None])
-            applied = list(dict.fromkeys(delivery_id for delivery_id, _ in todo))
+            applied = [delivery_id for delivery_id in ids if delivery_id in waiting]
+            write_derivations(
+                conn, [(delivery_id, d) for delivery_id, d in items if delivery_id in waiting and d is not None]
+            )
             if applied:
                 mark_processed(conn, applied)
         return applied
