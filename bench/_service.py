@@ -723,14 +723,37 @@ def drain_cpu(jobs: Sequence[Finished]) -> tuple[float, int, int, int]:
     return cpu_ms / 1000, deliveries, batches, count
 
 
+_BATCH = re.compile(r"^(\d+) heads: (.*?) \(\d+ ms of CPU\)$")
+
+
+def _fetch_job(job: Finished) -> bool:
+    return job.function.endswith(("fetch_head_files", "fetch_heads"))
+
+
 def fetch_outcomes(jobs: Sequence[Finished]) -> Counter[str]:
-    """The finished head fetch jobs by outcome ("stored", "stored from compare", "already known", ...)."""
-    return Counter(job.value.split(" (")[0] for job in jobs if job.function.endswith("fetch_head_files"))
+    """The heads the finished fetch jobs (one head, or a batch: workers.jobs.fetch_heads) handled, by
+    outcome ("stored", "stored from compare", "already known", ...)."""
+    outcomes: Counter[str] = Counter()
+    for job in jobs:
+        batch = _BATCH.match(job.value)
+        if job.function.endswith("fetch_heads") and batch:
+            for part in filter(None, batch.group(2).split(", ")):
+                count, _, outcome = part.partition(" ")
+                outcomes[outcome] += int(count)
+        elif job.function.endswith("fetch_head_files"):
+            outcomes[job.value.split(" (")[0]] += 1
+    return outcomes
 
 
 def fetch_durations(jobs: Sequence[Finished]) -> list[float]:
-    """Wall-clock seconds of the finished head fetch jobs, from RQ's started_at to ended_at."""
-    return [job.ended - job.started for job in jobs if job.function.endswith("fetch_head_files") and job.started]
+    """Wall-clock seconds per head of the finished fetch jobs, from RQ's started_at to ended_at (a
+    batch's divided by its heads)."""
+    durations = []
+    for job in jobs:
+        if _fetch_job(job) and job.started:
+            batch = _BATCH.match(job.value)
+            durations.append((job.ended - job.started) / (int(batch.group(1)) if batch else 1))
+    return durations
 
 
 def github_jobs(connection: Redis) -> dict[str, int]:

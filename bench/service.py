@@ -290,9 +290,9 @@ class Bench:
                f"github jobs {jobs}")
         )  # fmt: skip
         print(
-            f"    fetch jobs finished: {sum(outcomes.values()):,} ({self.outcome_text(outcomes)}), each "
+            f"    heads the fetch jobs finished: {sum(outcomes.values()):,} ({self.outcome_text(outcomes)}), each "
             f"{_load.percentile(durations, 50) * 1000:.0f} ms p50, {_load.percentile(durations, 99) * 1000:.0f} ms "
-            f"p99 from start to end (RQ's started_at/ended_at); fake GitHub: {served:,} requests "
+            f"p99 (a job's RQ started_at to ended_at, divided by its heads); fake GitHub: {served:,} requests "
             f"({self.requests_text(requests)}) = {served / max(1, run.stored):.2f} per head stored, "
             f"{fake_cpu / max(1, served) * 1000:.2f} ms of its CPU per request "
             f"({fake_cpu / max(1e-9, seconds):.2f} cores)"

@@ -271,9 +271,9 @@ def run_jobs(app: Flask) -> None:
             SimpleWorker(queues, connection=s.redis).work(burst=True, with_scheduler=False)
 
 
-def release_due_jobs(app: Flask) -> int:
-    """Move re-scheduled jobs whose time has come back onto their queue (a worker's scheduler does
-    this every second in production)."""
+def release_due_jobs(app: Flask, at: float | None = None) -> int:
+    """Move re-scheduled jobs whose time has come (by `at`, epoch seconds, default now) back onto their
+    queue (a worker's scheduler does this every second in production)."""
     from rq.registry import ScheduledJobRegistry
 
     released = 0
@@ -281,7 +281,7 @@ def release_due_jobs(app: Flask) -> int:
         s = services()
         for queue in (s.delivery_queue, s.records_queue, github_queue(s.redis)):
             registry = ScheduledJobRegistry(queue=queue, connection=s.redis)  # type: ignore[no-untyped-call]
-            for job_id in registry.get_jobs_to_schedule(int(time.time())):
+            for job_id in registry.get_jobs_to_schedule(int(time.time() if at is None else at)):
                 job = queue.fetch_job(job_id)
                 registry.remove(job_id)
                 if job is not None:

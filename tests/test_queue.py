@@ -17,6 +17,8 @@ from rq.registry import ScheduledJobRegistry
 from tests.factory import PullRequestStory
 from tests.paths import needs_shared
 from tracker.queue import (
+    FETCH_BATCH,
+    FETCH_BATCH_FUNCTION,
     FETCH_FUNCTION,
     GITHUB_QUEUE_NAME,
     JOB_FUNCTION,
@@ -29,6 +31,7 @@ from tracker.queue import (
     delivery_queue,
     enqueue_deliveries,
     enqueue_head_fetch,
+    enqueue_head_fetches,
     fetch_done,
     fetch_job_id,
     github_queue,
@@ -179,6 +182,41 @@ def test_enqueue_head_fetch_queues_a_job_and_sets_a_marker(github: Queue, redis:
     assert redis.get(MARKER) == b"0"
     # The marker lasts until 15 minutes after the job is due.
     assert int(before) + 900 - time.time() - 1 <= redis.ttl(MARKER) <= 900
+
+
+def test_many_heads_go_to_jobs_of_a_batch_each_skipping_those_on_their_way(github: Queue, redis: Redis) -> None:
+    assert FETCH_BATCH == 16
+    assert enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE) is True  # PR 7's head is on its way
+    wanted = [(FULL_NAME, REPO, number, HEAD, BASE) for number in range(1, 38)]
+    before = time.time()
+    assert enqueue_head_fetches(github, wanted) == 36
+    jobs = [job for job in github.get_jobs() if job.func_name == FETCH_BATCH_FUNCTION == "workers.jobs.fetch_heads"]
+    assert [len(job.args[0]) for job in jobs] == [16, 16, 4]
+    numbers = [number for job in jobs for _full_name, number, _head, _base in job.args[0]]
+    assert numbers == [n for n in range(1, 38) if n != 7]
+    assert jobs[0].args[0][0] == (FULL_NAME, 1, HEAD, BASE)
+    assert all(job.timeout == 300 and job.result_ttl == 600 for job in jobs)
+    marker = f"tracker:fetch:{fetch_job_id(REPO, 1, HEAD)}"
+    assert int(before) + 900 - time.time() - 1 <= redis.ttl(marker) <= 900
+    # Asked again (the next batch of deliveries, the sweep): every head is on its way.
+    assert enqueue_head_fetches(github, wanted) == 0
+    assert enqueue_head_fetch(github, FULL_NAME, REPO, 1, HEAD, BASE) is False
+    assert enqueue_head_fetches(github, []) == 0
+    assert github.count == 4
+
+
+def test_heads_asked_for_in_a_batch_are_asked_again_when_it_cannot_be_queued(
+    github: Queue, redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuses(jobs: object, pipeline: object = None) -> None:
+        raise ConnectionError("Redis went away")
+
+    monkeypatch.setattr(github, "enqueue_many", refuses)
+    with pytest.raises(ConnectionError):
+        enqueue_head_fetches(github, [(FULL_NAME, REPO, 7, HEAD, BASE)])
+    assert not redis.exists(MARKER)  # no job will clear it: the sweep's next ask goes through
+    monkeypatch.undo()
+    assert enqueue_head_fetches(github, [(FULL_NAME, REPO, 7, HEAD, BASE)]) == 1
 
 
 def test_enqueue_head_fetch_refuses_while_the_marker_exists(github: Queue) -> None:

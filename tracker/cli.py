@@ -214,8 +214,17 @@ def main(verbose: bool) -> None:
     "--web-processes", default=2, show_default=True, type=click.IntRange(min=1), help="gunicorn worker processes."
 )
 @click.option("--sweep-every", default=60.0, show_default=True, type=float, help="Seconds between sweeps.")
+@click.option(
+    "--worker-nice",
+    default=10,
+    show_default=True,
+    type=click.IntRange(0, 19),
+    help="Each worker's --nice: on one machine, webhook answers come before background work.",
+)
 @with_settings
-def run(settings: Settings, host: str, port: int, workers: int, web_processes: int, sweep_every: float) -> None:
+def run(
+    settings: Settings, host: str, port: int, workers: int, web_processes: int, sweep_every: float, worker_nice: int
+) -> None:
     """Start web, workers, sweep (and the embedded Redis when REDIS_URL is unset).
 
     First it checks, starting nothing, the settings, TRACKER_CONFIG, the database, Redis (when
@@ -226,7 +235,7 @@ def run(settings: Settings, host: str, port: int, workers: int, web_processes: i
     from tracker.supervisor import run as supervise
 
     try:
-        code = supervise(settings, host, port, workers, web_processes, sweep_every)
+        code = supervise(settings, host, port, workers, web_processes, sweep_every, worker_nice)
     except CannotStart as exc:
         raise _failure(str(exc), exc.exit_code) from exc
     sys.exit(code)
@@ -256,12 +265,24 @@ def web(settings: Settings, host: str, port: int, processes: int) -> None:
 
 @main.command()
 @click.option("--burst", is_flag=True, help="Stop when the queue is empty.")
+@click.option(
+    "--nice",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 19),
+    help="Lower this process's CPU priority by N (os.nice), below web processes on the same machine.",
+)
 @with_settings
-def worker(settings: Settings, burst: bool) -> None:
+def worker(settings: Settings, burst: bool, nice: int) -> None:
     """Process deliveries from the queue (RQ); while Redis is unreachable, wait for it."""
     from tracker.queue import WORKER_REDIS
     from tracker.services import Services
     from workers.runtime import work
+
+    if nice:
+        # The webhook must answer within GitHub's 10 s whatever the backlog; the work itself can wait
+        # for a free core (nothing is lost: the ledger holds it).
+        os.nice(nice)
 
     # The long socket timeout a blocking dequeue needs (tracker.queue.WORKER_REDIS).
     services = Services.from_settings(settings, redis_timeouts=WORKER_REDIS)

@@ -24,12 +24,17 @@ QUEUE_NAME = "deliveries"
 GITHUB_QUEUE_NAME = "github"
 JOB_FUNCTION = "workers.jobs.process_delivery"
 DRAIN_FUNCTION = "workers.drain.drain_deliveries"
-# Set while a drain job waits to start: the request path queues one only when it can set this key,
-# so a burst of deliveries costs one SET per request and one job per batch, not one job each. The
-# job deletes it before it reads the ledger. It expires, in case a worker died holding the job.
+# Set while a drain job waits to start or is at work: the request path queues one only when it can
+# set this key, so a stream of deliveries costs one SET per request and one job, not one job each.
+# The drain deletes it once it finds nothing pending, then looks once more. It expires, in case a
+# worker died holding the job (a live drain sets it again before each batch).
 DRAIN_WAITING_KEY = "tracker:drain:waiting"
-DRAIN_WAITING_TTL = 120
+DRAIN_WAITING_TTL = 30
 FETCH_FUNCTION = "workers.jobs.fetch_head_files"
+# New heads are fetched FETCH_BATCH to a job (one job's RQ bookkeeping costs about as much CPU as a
+# fetch from a GitHub that answers at once), in several jobs so that several workers fetch at once.
+FETCH_BATCH_FUNCTION = "workers.jobs.fetch_heads"
+FETCH_BATCH = 16
 RECORDS_QUEUE_NAME = "records"
 FINALIZE_FUNCTION = "workers.jobs.finalize_month"
 DUE_WORK_FUNCTION = "workers.jobs.due_work"
@@ -218,6 +223,38 @@ def enqueue_finalize(
     }
     _enqueue(queue, FINALIZE_FUNCTION, arguments, options, at)
     return str(options["job_id"])
+
+
+def enqueue_head_fetches(queue: Queue, wanted: Sequence[tuple[str, str, int, str, str]]) -> int:
+    """Ask for the files of many heads, (full name, repo, number, head sha, base sha) each, in a few
+    round trips: the heads without a fetch on its way (the same markers as `enqueue_head_fetch`) go to
+    jobs of FETCH_BATCH heads each. A head a batch cannot fetch yet (a rate limit, an outage) is
+    re-scheduled in a job of its own. Returns how many heads were asked for."""
+    if not wanted:
+        return 0
+    expires = int(time.time()) + FETCH_MARKER_GRACE
+    pipe = queue.connection.pipeline(transaction=False)
+    for _full_name, repo, number, head_sha, _base_sha in wanted:
+        pipe.set(f"tracker:fetch:{fetch_job_id(repo, number, head_sha)}", 0, exat=expires, nx=True)
+    asked = [head for head, marked in zip(wanted, pipe.execute(), strict=True) if marked]
+    if not asked:
+        return 0
+    jobs = [
+        Queue.prepare_data(
+            FETCH_BATCH_FUNCTION,
+            args=([(full_name, number, head_sha, base_sha) for full_name, _repo, number, head_sha, base_sha in chunk],),
+            timeout=JOB_TIMEOUT,
+            result_ttl=RESULT_TTL,
+            description=f"fetch the files of {len(chunk)} heads",
+        )
+        for chunk in (asked[start : start + FETCH_BATCH] for start in range(0, len(asked), FETCH_BATCH))
+    ]
+    try:
+        queue.enqueue_many(jobs)
+    except BaseException:  # no job will clear the markers: let the next ask (the sweep's) through
+        queue.connection.delete(*(f"tracker:fetch:{fetch_job_id(r, n, h)}" for _f, r, n, h, _b in asked))
+        raise
+    return len(asked)
 
 
 def job_id(prefix: str, key: str) -> str:

@@ -196,7 +196,15 @@ def _rebuild_if_outdated(engine: Engine, settings: Settings) -> None:
         log.info("rebuilt from %d deliveries (%d failed); %d heads reclassified", processed, failed, heads)
 
 
-def run(settings: Settings, host: str, port: int, workers: int, web_processes: int, sweep_every: float) -> int:
+def run(
+    settings: Settings,
+    host: str,
+    port: int,
+    workers: int,
+    web_processes: int,
+    sweep_every: float,
+    worker_nice: int = 0,
+) -> int:
     """Run every part until SIGINT or SIGTERM (0), or until a part keeps dying (1). Raises
     SettingsError or CannotStart, having started nothing, when the preflight finds a problem."""
     preflight(settings, host, port)
@@ -211,13 +219,7 @@ def run(settings: Settings, host: str, port: int, workers: int, web_processes: i
         env["REDIS_URL"] = embedded.url
         log.info("embedded Redis on %s (append-only file in %s)", embedded.url, embedded.directory)
 
-    tracker = [sys.executable, "-m", "tracker"]
-    children = [
-        Child("web", [*tracker, "web", "--host", host, "--port", str(port), "--processes", str(web_processes)]),
-        *(Child(f"worker-{n}", [*tracker, "worker"]) for n in range(1, workers + 1)),
-        Child("sweep", [*tracker, "sweep", "--every", str(sweep_every)]),
-        Child("schedule", [*tracker, "schedule"]),
-    ]
+    children = parts(host, port, workers, web_processes, sweep_every, worker_nice)
     stopping = False
     gave_up: ChildKeepsDying | None = None
 
@@ -251,6 +253,17 @@ def run(settings: Settings, host: str, port: int, workers: int, web_processes: i
         return 1
     log.info("tracker stopped")
     return 0
+
+
+def parts(host: str, port: int, workers: int, web_processes: int, sweep_every: float, worker_nice: int) -> list[Child]:
+    """The processes `tracker run` starts (the embedded Redis apart)."""
+    tracker = [sys.executable, "-m", "tracker"]
+    return [
+        Child("web", [*tracker, "web", "--host", host, "--port", str(port), "--processes", str(web_processes)]),
+        *(Child(f"worker-{n}", [*tracker, "worker", "--nice", str(worker_nice)]) for n in range(1, workers + 1)),
+        Child("sweep", [*tracker, "sweep", "--every", str(sweep_every)]),
+        Child("schedule", [*tracker, "schedule"]),
+    ]
 
 
 def _watch(child: Child, env: dict[str, str]) -> None:

@@ -1,10 +1,11 @@
 """The drain: pending deliveries processed in batches, many per job and per transaction.
 
 The web process stores a delivery and asks for a drain (`tracker.queue.ask_for_drain`): one SET
-that queues a job only when none waits to start, so a burst of deliveries costs one job per batch
-instead of one job, its RQ bookkeeping and a transaction each. A drain job takes the ledger's
+that queues a job only when no drain waits to start or is at work, so a stream of deliveries costs
+one job, not one job, its RQ bookkeeping and a transaction each. A drain job takes the ledger's
 pending deliveries in arrival order, up to BATCH at a time, and applies each batch in one
-transaction, until none is left or its time is up (it then queues the next drain).
+transaction, until none is left or its time is up (it then queues the next drain). It keeps the
+key while it works and deletes it only when it finds nothing left, then looks once more.
 
 The ledger decides what is pending, never a job: a drain killed mid-batch committed nothing, and
 the next drain (the sweep asks for one for anything pending past its grace) takes the same
@@ -25,7 +26,7 @@ import time
 from collections.abc import Sequence
 
 from tracker.core.derive import PULL_REQUEST, Derivation, derive
-from tracker.queue import DRAIN_WAITING_KEY, ask_for_drain, enqueue_deliveries, enqueue_head_fetch
+from tracker.queue import DRAIN_WAITING_KEY, DRAIN_WAITING_TTL, ask_for_drain, enqueue_deliveries, enqueue_head_fetches
 from tracker.services import Services
 from tracker.store.installations import InstallationStore
 from tracker.store.ledger import Delivery
@@ -41,6 +42,9 @@ BUDGET_SECONDS = 20.0  # then the job ends and queues the next, so other queues 
 LOCK_KEY = "tracker:drain:lock"
 LOCK_WAIT = 1.0  # seconds a drain waits for another to finish
 LOCK_TIMEOUT = 30  # seconds; a killed drain's lock lapses after this, a live one renews it per batch
+# After a batch smaller than BATCH the drain waits this long before it looks again, so that a steady
+# stream of deliveries makes batches of a few dozen rather than a few.
+LINGER = 0.05
 
 
 def drain_deliveries() -> str:
@@ -55,18 +59,29 @@ def drain_deliveries() -> str:
         return "another drain held the lock; asked for another in a second"
     started, cpu = time.monotonic(), time.process_time()
     processed = batches = 0
+    ledger = services.ledger
     try:
         while True:
-            connection.delete(DRAIN_WAITING_KEY)  # what is stored from now on asks for a drain again
-            batch = services.ledger.fresh_pending(BATCH)
+            batch = ledger.fresh_pending(BATCH)
             if not batch:
-                break
+                # The end: from now on a delivery stored asks for a drain. One stored before this DEL
+                # saw the key and asked for nothing, but it was committed first, so this look sees it.
+                connection.delete(DRAIN_WAITING_KEY)
+                batch = ledger.fresh_pending(BATCH)
+                if not batch:
+                    break
+            connection.set(DRAIN_WAITING_KEY, 1, ex=DRAIN_WAITING_TTL)  # at work: no other job is needed
             processed += process_batch(services, batch)
             batches += 1
             lock.reacquire()
             if time.monotonic() - started > BUDGET_SECONDS:
                 ask_for_drain(services.delivery_queue, force=True)
                 break
+            if len(batch) < BATCH:
+                time.sleep(LINGER)  # let a few more arrive: a batch costs about as much as 20 deliveries
+    except BaseException:
+        connection.delete(DRAIN_WAITING_KEY)  # the next delivery asks for a drain; the sweep asks too
+        raise
     finally:
         try:
             lock.release()
@@ -130,8 +145,10 @@ def follow_up(services: Services, derivations: Sequence[Derivation]) -> None:
         return
     for full_name, month in sorted({(d.full_name, month) for d in derivations for month in d.touched_months}):
         ask_for_warm(services, full_name, month)  # the month's report precomputed once the backlog is done
-    wanted = {(d.repo, d.number, d.wanted_head[0]): d for d in derivations if d.wanted_head is not None}
-    for repo, number, head_sha in services.heads.unknown(list(wanted)):
-        d = wanted[(repo, number, head_sha)]
-        assert d.wanted_head is not None
-        enqueue_head_fetch(services.github_queue, d.full_name, repo, number, head_sha, d.wanted_head[1])
+    wanted = {(d.repo, d.number, d.wanted_head[0]): d.wanted_head for d in derivations if d.wanted_head is not None}
+    full_names = {d.repo: d.full_name for d in derivations}
+    unknown = services.heads.unknown(list(wanted))
+    enqueue_head_fetches(
+        services.github_queue,
+        [(full_names[repo], repo, number, sha, wanted[repo, number, sha][1]) for repo, number, sha in unknown],
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import Counter
 
 from rq import get_current_job
 
@@ -135,6 +136,31 @@ def fetch_head_files(full_name: str, number: int, head_sha: str, base_sha: str, 
     if queue is not None:
         fetch_done(queue, repo, number, head_sha)
     return outcome
+
+
+def fetch_heads(wanted: list[tuple[str, int, str, str]]) -> str:
+    """Fetch and classify the files of several heads, (full name, number, head sha, base sha) each, one
+    after the other (tracker.queue.enqueue_head_fetches): what `fetch_head_files` does for one, without
+    a job's bookkeeping per head. A head that must wait is re-scheduled in a job of its own; one that
+    fails does not stop the others, and the job fails after the last one, naming the failures."""
+    started = time.process_time()
+    outcomes: Counter[str] = Counter()
+    failures: list[str] = []
+    for full_name, number, head_sha, base_sha in wanted:
+        try:
+            outcome = fetch_head_files(full_name, number, head_sha, base_sha)
+        except Exception as exc:
+            failures.append(f"{full_name}#{number} at {head_sha[:12]}: {type(exc).__name__}: {exc}")
+            continue
+        outcomes[outcome.split(":")[0].split(";")[0]] += 1
+    summary = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items()))
+    if failures:
+        raise FetchFailed(f"{len(failures)} of {len(wanted)} heads failed ({'; '.join(failures)})")
+    return f"{len(wanted)} heads: {summary} ({(time.process_time() - started) * 1000:.0f} ms of CPU)"
+
+
+class FetchFailed(RuntimeError):
+    """Some heads of a batch could not be fetched (each was logged, and is in the job's error)."""
 
 
 # --- month end -------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import threading
 from redis.exceptions import RedisError
 
 from tracker.core.repository import repository_key
-from tracker.queue import ask_for_drain, enqueue_deliveries, enqueue_head_fetch, job_id, wait_for_redis, waiting_jobs
+from tracker.queue import ask_for_drain, enqueue_deliveries, enqueue_head_fetches, job_id, wait_for_redis, waiting_jobs
 from tracker.services import Services
 from tracker.store.ledger import PENDING, now_ms
 
@@ -46,12 +46,12 @@ def sweep(services: Services, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> i
     if lost:
         enqueue_deliveries(queue, lost)
         log.info("sweep re-enqueued %d deliveries being retried", len(lost))
-    fetches = services.github_queue
-    asked = sum(
-        enqueue_head_fetch(
-            fetches, head.full_name, repository_key(head.full_name), head.number, head.head_sha, head.base_sha
-        )
-        for head in services.heads.missing()
+    asked = enqueue_head_fetches(
+        services.github_queue,
+        [
+            (head.full_name, repository_key(head.full_name), head.number, head.head_sha, head.base_sha)
+            for head in services.heads.missing()
+        ],
     )
     if asked:
         log.info("sweep asked for the files of %d heads", asked)

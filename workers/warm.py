@@ -1,17 +1,19 @@
 """The warm job: a month's month-to-date report computed by a worker after its deliveries change it, so
 that the next request reads precomputed work (tracker.reports.warm).
 
-`ask_for_warm` is called after a batch of deliveries for each month the batch changed. A burst of batches
-queues at most one warm job per month while one waits to start: the request sets a key with SET NX (one
-Redis command when a job already waits), and the job deletes it before it reads the month, so whatever
-changes the month after that asks for the next warm. The key expires, in case a worker died holding the
-job. Warm jobs run on the `records` queue, which workers take after the deliveries: a backlog of deliveries
-is processed first, and the month is warmed once the backlog is done rather than after every batch.
+`ask_for_warm` is called after a batch of deliveries for each month the batch changed. The job starts
+WARM_DELAY seconds after the first change that asks for it, and until it starts no other is queued for
+the month (a SET NX: one Redis command when a job already waits): a burst of batches costs one warm,
+and a sustained load one warm every WARM_DELAY seconds, not a render after every batch (a render of a
+busy month is a good part of a second of CPU that the deliveries need). The job deletes the key before
+it reads the month, so whatever changes the month after that asks for the next warm. The key expires,
+in case a worker died holding the job. Warm jobs run on the `records` queue.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from tracker.core.repository import repository_key
 from tracker.queue import JOB_TIMEOUT, RESULT_TTL
@@ -23,6 +25,7 @@ log = logging.getLogger(__name__)
 
 WARM_FUNCTION = "workers.warm.warm_month"  # stored in Redis by name: it never moves
 WAITING_TTL = 600  # seconds
+WARM_DELAY = 10.0  # seconds
 
 
 def waiting_key(full_name: str, month: str) -> str:
@@ -40,7 +43,8 @@ def ask_for_warm(services: Services, full_name: str, month: str) -> bool:
     if not connection.set(key, 1, nx=True, ex=WAITING_TTL):
         return False
     try:
-        services.records_queue.enqueue(
+        services.records_queue.enqueue_in(
+            timedelta(seconds=WARM_DELAY),
             WARM_FUNCTION,
             full_name,
             month,

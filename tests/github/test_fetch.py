@@ -300,3 +300,26 @@ def test_a_head_github_no_longer_has_stays_pending_without_retrying(
     assert by_number(document)[1]["evidence"]["rule"] == "files_unavailable"
     assert client.get("/api/v1/status").json["github"]["heads_without_files"] == 0
     assert client.get("/api/v1/status").json["github"]["waiting_jobs"] == 0
+
+
+def test_a_head_that_fails_in_a_batch_does_not_stop_the_others(
+    app: Flask, client: FlaskClient, github: FakeGitHub
+) -> None:
+    github.script(r"/pulls/2/files", Scripted(401, body={"message": "Bad credentials"}))
+    for n in (1, 2, 3):
+        deliver(client, PullRequestStory(n, at(f"2026-09-0{n}T01:00:00Z")).opened())
+    run_jobs(app)  # one drain, then one job for the three heads
+    with app.app_context():
+        from rq.registry import FailedJobRegistry, FinishedJobRegistry
+
+        s = services()
+        assert FinishedJobRegistry(queue=s.github_queue).get_job_ids() == []
+        [failed] = [s.github_queue.fetch_job(i) for i in FailedJobRegistry(queue=s.github_queue).get_job_ids()]
+        assert failed is not None
+        assert failed.func_name == "workers.jobs.fetch_heads"
+        assert len(failed.args[0]) == 3
+        result = failed.latest_result()
+        assert result is not None
+        assert "1 of 3 heads failed (NVIDIA/Megatron-LM#2 at " in str(result.exc_string)
+    assert snapshot(client)["pending_classification"] == 1  # PR 2 waits; 1 and 3 are classified
+    assert github.count(r"/pulls/[13]/files") == 2

@@ -5,6 +5,7 @@ webhook and the worker's jobs."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -12,12 +13,13 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from redis import Redis
+from rq.registry import ScheduledJobRegistry
 
 from tests.paths import require_shared
 
 require_shared()  # tests.fake_github reads GitHub's example answers from ../shared as it loads
 
-from tests.conftest import post, run_jobs  # noqa: E402
+from tests.conftest import post, release_due_jobs, run_jobs  # noqa: E402
 from tests.factory import PullRequestStory  # noqa: E402
 from tracker.core import clusters  # noqa: E402
 from tracker.core.window import Month, month_window, today_in  # noqa: E402
@@ -128,8 +130,14 @@ def test_at_most_one_warm_job_waits_per_month(app: Flask, client: FlaskClient, b
     assert warm_job.ask_for_warm(built, REPO, month) is False  # one waits already
     assert warm_job.ask_for_warm(built, REPO.upper(), month) is False  # the same repository
     assert warm_job.ask_for_warm(built, REPO, "2026-01") is True  # another month
-    assert [job.func_name for job in queue.get_jobs()] == [warm_job.WARM_FUNCTION] * 2
+    scheduled = ScheduledJobRegistry(queue=queue, connection=redis)  # type: ignore[no-untyped-call]
+    assert queue.count == 0  # each waits WARM_DELAY: a burst of batches is warmed once
+    jobs = [queue.fetch_job(job_id) for job_id in scheduled.get_job_ids()]
+    assert [job.func_name for job in jobs if job is not None] == [warm_job.WARM_FUNCTION] * 2
+    due = scheduled.get_scheduled_time(scheduled.get_job_ids()[0]).timestamp()
+    assert time.time() + warm_job.WARM_DELAY - 2 < due <= time.time() + warm_job.WARM_DELAY
     assert 0 < redis.ttl(warm_job.waiting_key(REPO, month)) <= warm_job.WAITING_TTL
+    assert release_due_jobs(app, at=due + 1) == 2
     run_jobs(app)
     assert queue.count == 0
     assert not redis.exists(warm_job.waiting_key(REPO, month))  # the job took it: the next change asks again

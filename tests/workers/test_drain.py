@@ -24,6 +24,7 @@ from tracker.queue import DRAIN_FUNCTION, ask_for_drain, enqueue_deliveries, job
 from tracker.settings import Settings
 from tracker.store.rebuild import rebuild
 from tracker.store.schema import deliveries
+from tracker.supervisor import parts
 from tracker.web.context import services
 from workers import drain
 from workers.sweep import sweep
@@ -193,3 +194,110 @@ def test_three_worker_processes_drain_a_backlog_once(
     with app.app_context():
         rebuild(s.ledger, s.state, s.config)
     assert september(app) == concurrent
+
+
+def another_delivery(number: int) -> bytes:
+    """A delivery the stories do not hold (its own PR number), as bytes."""
+    payload = fixture_payload("pull_request.opened.json")
+    payload["number"] = payload["pull_request"]["number"] = number
+    return json.dumps(payload).encode()
+
+
+@needs_shared
+def test_deliveries_stored_while_a_drain_works_queue_no_job_and_are_drained(
+    app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(drain, "BATCH", 3)
+    monkeypatch.setattr(drain, "LINGER", 0.0)
+    total = post_all(client)
+    original = drain.process_batch
+    during: list[str] = []
+
+    def and_one_more(s: object, batch: list[object]) -> int:
+        if len(during) < 2:  # the webhook at work while the drain is
+            during.append(f"during-{len(during)}")
+            store(app, another_delivery(9000 + len(during)), during[-1])
+        return original(s, batch)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(drain, "process_batch", and_one_more)
+    with app.app_context():
+        s = services()
+        assert drain_jobs(app) == 1
+        s.delivery_queue.empty()  # the webhook's job, run here by hand
+        assert drain.drain_deliveries().startswith(f"processed {total + 2} deliveries in ")
+        assert s.delivery_queue.count == 0  # the two stored meanwhile asked for no job of their own
+        assert not s.redis.exists(queue_module.DRAIN_WAITING_KEY)  # the next delivery asks for a drain
+        assert [s.ledger.status_of(delivery_id) for delivery_id in during] == ["processed", "processed"]
+    store(app, another_delivery(9100), "after")
+    assert drain_jobs(app) == 1
+
+
+@needs_shared
+def test_a_delivery_stored_as_the_drain_ends_is_seen_by_its_last_look(
+    app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    total = post_all(client)
+    with app.app_context():
+        s = services()
+        s.delivery_queue.empty()
+        ledger_type = type(s.ledger)
+        original = ledger_type.fresh_pending
+        raced: list[bool] = []
+
+        def racing(self: object, limit: int, received_before: int | None = None) -> list[object]:
+            found = original(self, limit, received_before)  # type: ignore[arg-type]
+            if not found and not raced:
+                # Stored and asked for a drain after the drain's first empty look, before its DEL: the
+                # key still says a drain is at work, so the webhook queues nothing.
+                raced.append(True)
+                late = factory.Delivery("pull_request", "late", another_delivery(9200))
+                assert s.ledger.store(late.as_ledger_delivery())
+                assert ask_for_drain(s.delivery_queue) is False
+            return found  # type: ignore[return-value]
+
+        monkeypatch.setattr(ledger_type, "fresh_pending", racing)
+        assert drain.drain_deliveries().startswith(f"processed {total + 1} deliveries in 2 batches (")
+        assert s.ledger.status_of("late") == "processed"
+        assert s.delivery_queue.count == 0
+
+
+@needs_shared
+def test_a_drain_that_fails_lets_the_next_delivery_ask_for_a_drain(
+    app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    total = post_all(client)
+
+    def fails(s: object, batch: object) -> int:
+        raise RuntimeError("the worker's database connection broke")
+
+    monkeypatch.setattr(drain, "process_batch", fails)
+    with app.app_context():
+        s = services()
+        s.delivery_queue.empty()
+        with pytest.raises(RuntimeError):
+            drain.drain_deliveries()
+        assert not s.redis.exists(queue_module.DRAIN_WAITING_KEY)
+    monkeypatch.undo()
+    store(app, another_delivery(9300), "next")
+    assert drain_jobs(app) == 1
+    run_jobs(app)
+    with app.app_context():
+        assert services().ledger.counts().processed == total + 1
+
+
+def test_a_niced_worker_runs_its_jobs_below_the_web_and_tracker_run_nices_its_workers(
+    app: Flask, settings: Settings
+) -> None:
+    with app.app_context():
+        job = services().records_queue.enqueue(os.nice, 0)  # the job answers its process's niceness
+    worker = worker_process(settings, "--burst", "--nice", "7")
+    try:
+        assert worker.wait(60) == 0
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+    result = job.latest_result()
+    assert result is not None
+    assert result.return_value == os.nice(0) + 7
+    started = [child.args for child in parts("127.0.0.1", 8000, 2, 2, 60.0, 10) if child.name.startswith("worker")]
+    assert [args[-3:] for args in started] == [["worker", "--nice", "10"]] * 2
