@@ -42,8 +42,9 @@ BUDGET_SECONDS = 20.0  # then the job ends and queues the next, so other queues 
 LOCK_KEY = "tracker:drain:lock"
 LOCK_WAIT = 1.0  # seconds a drain waits for another to finish
 LOCK_TIMEOUT = 30  # seconds; a killed drain's lock lapses after this, a live one renews it per batch
-# After a batch smaller than BATCH the drain waits this long before it looks again, so that a steady
-# stream of deliveries makes batches of a few dozen rather than a few.
+# After a batch of more than one delivery but fewer than BATCH, the drain waits this long before it
+# looks again, so that a steady stream of deliveries makes batches of a few dozen rather than a few.
+# (Not after a batch of one: a quiet hook's drain ends at once, and holds its lock no longer.)
 LINGER = 0.05
 
 
@@ -77,7 +78,7 @@ def drain_deliveries() -> str:
             if time.monotonic() - started > BUDGET_SECONDS:
                 ask_for_drain(services.delivery_queue, force=True)
                 break
-            if len(batch) < BATCH:
+            if 1 < len(batch) < BATCH:  # a stream (one at a time is no stream: end at once)
                 time.sleep(LINGER)  # let a few more arrive: a batch costs about as much as 20 deliveries
     except BaseException:
         connection.delete(DRAIN_WAITING_KEY)  # the next delivery asks for a drain; the sweep asks too

@@ -301,3 +301,18 @@ def test_a_niced_worker_runs_its_jobs_below_the_web_and_tracker_run_nices_its_wo
     assert result.return_value == os.nice(0) + 7
     started = [child.args for child in parts("127.0.0.1", 8000, 2, 2, 60.0, 10) if child.name.startswith("worker")]
     assert [args[-3:] for args in started] == [["worker", "--nice", "10"]] * 2
+
+
+@needs_shared
+def test_a_drain_waits_for_more_after_a_batch_of_several_but_not_after_one(
+    app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(drain.time, "sleep", slept.append)
+    store(app, another_delivery(9400), "alone")
+    with app.app_context():
+        assert drain.drain_deliveries().startswith("processed 1 deliveries in 1 batches (")
+        assert slept == []  # one at a time is no stream: the drain ends at once
+        total = post_all(client)
+        assert drain.drain_deliveries().startswith(f"processed {total} deliveries in 1 batches (")
+        assert slept == [drain.LINGER]  # then it looked again, found nothing, and ended
