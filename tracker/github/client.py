@@ -15,11 +15,17 @@ a second issue; the caller looks again before creating (see `tracker.github.issu
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from http.client import HTTPResponse
+from http.cookiejar import CookieJar
 from typing import Any, Protocol
+from urllib.parse import urlencode
+from urllib.request import Request
 
 import httpx
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
@@ -83,6 +89,50 @@ class Page:
     from_cache: bool
 
 
+_HEADERS = {
+    "Accept": "application/vnd.github+json",
+    "X-GitHub-Api-Version": API_VERSION,
+    "User-Agent": f"monthly-activity-tracker/{__version__}",
+}
+
+
+class _NoCookies(CookieJar):
+    """A cookie jar that keeps nothing: GitHub's REST API needs no cookies, and the shared client
+    (`_shared_http`) must carry nothing from one job to the next. Reading every answer's headers for
+    cookies to keep was about a sixth of httpx's CPU per request."""
+
+    def extract_cookies(self, response: HTTPResponse, request: Request) -> None:
+        """Nothing to keep."""
+
+
+_shared: dict[tuple[int, float], httpx.Client] = {}
+_shared_lock = threading.Lock()
+
+
+def _shared_http(timeout: float) -> httpx.Client:
+    """The process's HTTP client (connection pool) for GitHub clients with this timeout.
+
+    A GitHubClient lives for one job. When each built its own httpx client, every head fetch paid
+    for the client (about a millisecond of CPU: proxy settings read from the environment, the
+    transport), a new TCP connection and, against api.github.com, a TLS handshake; a shared one
+    keeps its connections alive from job to job. It holds no credentials (each request carries its
+    own `Authorization`) and keeps no cookies, so nothing of one job reaches the next. Keyed by
+    process id: a forked child must not write to its parent's sockets."""
+    key = (os.getpid(), timeout)
+    with _shared_lock:
+        client = _shared.get(key)
+        if client is None:
+            client = httpx.Client(
+                headers=_HEADERS,
+                timeout=timeout,
+                follow_redirects=True,
+                verify=tls_context(),
+                cookies=_NoCookies(),
+            )
+            _shared[key] = client
+    return client
+
+
 class GitHubClient:
     def __init__(
         self,
@@ -97,18 +147,12 @@ class GitHubClient:
         max_backoff: float = 4.0,
         write_interval: float = WRITE_INTERVAL,
     ) -> None:
-        headers = {
-            "Accept": "application/vnd.github+json",
-            "X-GitHub-Api-Version": API_VERSION,
-            "User-Agent": f"monthly-activity-tracker/{__version__}",
-        }
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         # `auth`, when given, is asked for the bearer token before every request (a GitHub App's
         # installation tokens expire within the hour; tracker.github.app caches and renews them).
         self._auth = auth
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(headers=headers, timeout=timeout, follow_redirects=True, verify=tls_context())
+        self._http = _shared_http(timeout)
         self._cache = cache
         self._on_response = on_response
         self._retrying = Retrying(
@@ -123,7 +167,7 @@ class GitHubClient:
         self._last_write: float | None = None  # time.monotonic() when the last write was sent
 
     def close(self) -> None:
-        self._http.close()
+        """Nothing to release: the connections belong to the process (`_shared_http`)."""
 
     def __enter__(self) -> GitHubClient:
         return self
@@ -149,8 +193,11 @@ class GitHubClient:
         return files
 
     def compare(self, repo: str, base: str, head: str) -> dict[str, Any]:
+        """`GET /repos/{repo}/compare/{base}...{head}`, never through the response cache: a comparison
+        of two commits never changes and the caller stores its files at once, so its ETag would
+        never be sent again, and keeping its body (tens of KB) cost a database write per head."""
         path = f"{_repository_path(repo)}/compare/{_sha(base)}...{_sha(head)}"
-        page = self.get(path, {"per_page": PER_PAGE})
+        page = self.get(path, {"per_page": PER_PAGE}, cached=False)
         return dict(page.data)
 
     # Issues. GitHub's "Issues" endpoints also answer with pull requests, marked by a `pull_request`
@@ -207,22 +254,27 @@ class GitHubClient:
                 return
             page = self.get(page.next_url)
 
-    def get(self, path_or_url: str, params: dict[str, Any] | None = None) -> Page:
+    def get(self, path_or_url: str, params: dict[str, Any] | None = None, *, cached: bool = True) -> Page:
+        """A GET, conditional on the ETag the response cache holds for its URL (unless `cached` is
+        False: an answer that cannot change is neither looked up nor kept)."""
         url = path_or_url if path_or_url.startswith(("http://", "https://")) else self.base_url + path_or_url
-        request = self._http.build_request("GET", url, params=params)
+        if params:  # encoded here: httpx would parse the URL a second time to merge them
+            url = f"{url}{'&' if '?' in url else '?'}{urlencode(params)}"
+        request = self._http.build_request("GET", url, headers=self._headers)
+        cache = self._cache if cached else None
         key = str(request.url)
-        cached = self._cache.get(key) if self._cache is not None else None
-        if cached is not None:
-            request.headers["If-None-Match"] = cached[0]
+        kept = cache.get(key) if cache is not None else None
+        if kept is not None:
+            request.headers["If-None-Match"] = kept[0]
         response = self._retrying(self._send, request)
-        if response.status_code == 304 and cached is not None:
+        if response.status_code == 304 and kept is not None:
             self.not_modified += 1
-            return Page(json.loads(cached[2]), cached[1], from_cache=True)
+            return Page(json.loads(kept[2]), kept[1], from_cache=True)
         data = response.json() if response.content else None
         next_url = response.links.get("next", {}).get("url")
         etag = response.headers.get("etag")
-        if etag and self._cache is not None:
-            self._cache.put(key, etag, next_url, response.content)
+        if etag and cache is not None:
+            cache.put(key, etag, next_url, response.content)
         return Page(data, next_url, from_cache=False)
 
     def post(self, path: str, payload: dict[str, Any]) -> Page:
@@ -236,7 +288,7 @@ class GitHubClient:
     def _write(self, method: str, path: str, payload: dict[str, Any], *, retry: bool) -> Page:
         if path.startswith(("http://", "https://")):
             raise ValueError("writes go to paths built by this client, never to a URL from an answer")
-        request = self._http.build_request(method, self.base_url + path, json=payload)
+        request = self._http.build_request(method, self.base_url + path, json=payload, headers=self._headers)
         if self._last_write is not None:
             wait = self._last_write + self._write_interval - time.monotonic()
             if wait > 0:

@@ -67,7 +67,9 @@ def fetch_and_store(
     if observed == head_sha:
         store.store(repo, number, head_sha, files, truncated=truncated, source=PULLS, rules=rules)
         return "stored"
-    if observed:
+    # Usually stored already: the listing is the PR's latest head, which its own fetch (or that of an
+    # older head before this one) stored; asking costs a read, not a write transaction.
+    if observed and not store.known(repo, number, observed):
         store.store(repo, number, observed, files, truncated=truncated, source=PULLS, rules=rules)
     comparison = client.compare(full_name, base_sha, head_sha)
     compared = [changed_file(item) for item in comparison.get("files") or []]

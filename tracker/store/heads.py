@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, select, tuple_, update
+from sqlalchemy import Connection, Engine, and_, bindparam, select, tuple_, update
 
 from tracker.core.classify import Category, ChangedFile, HeadVerdict, Rules, classify_head
 from tracker.store.database import insert_ignoring_duplicates
@@ -15,6 +15,25 @@ from tracker.store.ledger import now_ms
 from tracker.store.schema import head_files, head_verdicts, heads, month_activity, months, wanted_heads
 
 PULLS, COMPARE, UNAVAILABLE = "pulls", "compare", "unavailable"
+
+# The statements every head fetch runs, built once: building one anew (column comparisons, its
+# cache key) cost more CPU than running it on SQLite.
+_KNOWN = select(heads.c.head_sha).where(
+    heads.c.repo == bindparam("repo"), heads.c.number == bindparam("number"), heads.c.head_sha == bindparam("head_sha")
+)
+# The PR's months now read a new verdict (an UPDATE's parameters must not be named as its columns).
+_BUMP_MONTHS = (
+    update(months)
+    .where(
+        months.c.repo == bindparam("pr_repo"),
+        months.c.month.in_(
+            select(month_activity.c.month).where(
+                month_activity.c.repo == bindparam("pr_repo"), month_activity.c.number == bindparam("pr_number")
+            )
+        ),
+    )
+    .values(version=months.c.version + 1)
+)
 
 
 @dataclass(frozen=True)
@@ -31,14 +50,7 @@ class HeadStore:
 
     def known(self, repo: str, number: int, head_sha: str) -> bool:
         with self.engine.connect().execution_options(read_only=True) as conn:
-            return (
-                conn.execute(
-                    select(heads.c.head_sha).where(
-                        heads.c.repo == repo, heads.c.number == number, heads.c.head_sha == head_sha
-                    )
-                ).first()
-                is not None
-            )
+            return conn.execute(_KNOWN, {"repo": repo, "number": number, "head_sha": head_sha}).first() is not None
 
     def unknown(self, wanted: Sequence[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
         """Those of `wanted` (repo, number, head sha) with no stored files, in the order given."""
@@ -99,7 +111,7 @@ class HeadStore:
                 )
             if source != UNAVAILABLE:
                 write_verdicts(conn, [(repo, number, classify_head(head_sha, files, rules, truncated))])
-            _bump_months_of(conn, repo, number)
+            conn.execute(_BUMP_MONTHS, {"pr_repo": repo, "pr_number": number})
         return True
 
     def missing(self, limit: int = 1000) -> list[WantedHead]:
@@ -178,12 +190,4 @@ def verdict_from_row(row: Any) -> HeadVerdict:
         category=Category(row.category),
         whitespace_only=bool(row.whitespace_only),
         evidence=json.loads(row.evidence),
-    )
-
-
-def _bump_months_of(conn: Connection, repo: str, number: int) -> None:
-    """The PR's months now read a new verdict."""
-    active = select(month_activity.c.month).where(month_activity.c.repo == repo, month_activity.c.number == number)
-    conn.execute(
-        update(months).where(months.c.repo == repo, months.c.month.in_(active)).values(version=months.c.version + 1)
     )
