@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import UTC, datetime
 
@@ -9,6 +10,7 @@ import pytest
 from redis import Redis
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 from redis.retry import Retry as RedisRetry
 from rq import Queue, Retry, SimpleWorker, get_current_job
 from rq.job import Job, JobStatus, validate_job_id
@@ -17,6 +19,7 @@ from rq.registry import ScheduledJobRegistry
 from tests.factory import PullRequestStory
 from tests.paths import needs_shared
 from tracker.queue import (
+    DRAIN_WAITING_KEY,
     FETCH_BATCH,
     FETCH_BATCH_FUNCTION,
     FETCH_FUNCTION,
@@ -27,6 +30,7 @@ from tracker.queue import (
     WORKER_DEQUEUE_TIMEOUT,
     WORKER_REDIS,
     WORKER_TTL,
+    DrainAsker,
     connect_redis,
     delivery_queue,
     enqueue_deliveries,
@@ -410,3 +414,49 @@ def test_connect_redis_to_no_server_fails_fast() -> None:
         connection.ping()
     assert time.monotonic() - started < 3
     connection.close()
+
+
+# --- asking for drains from a web process -----------------------------------------------------------
+
+
+def test_a_started_drain_asker_asks_from_its_own_thread_once_for_many_requests(deliveries: Queue, redis: Redis) -> None:
+    asker = DrainAsker(deliveries)
+    asker.start()
+    try:
+        for _ in range(200):
+            asker.ask()  # what each request does: set an Event
+        deadline = time.monotonic() + 5
+        while deliveries.count == 0:
+            assert time.monotonic() < deadline, "the asker's thread queued no drain"
+            time.sleep(0.01)
+        assert deliveries.count == 1  # one drain job: the key says one waits
+        assert redis.exists(DRAIN_WAITING_KEY)
+    finally:
+        asker.stop()
+    redis.delete(DRAIN_WAITING_KEY)  # as a drain that found nothing left does
+    asker.ask()  # stopped: it asks at once, in the caller's thread
+    assert deliveries.count == 2
+
+
+def test_a_stopping_drain_asker_makes_the_ask_a_last_request_wanted(deliveries: Queue) -> None:
+    asker = DrainAsker(deliveries)
+    asker.start()
+    asker.ask()
+    asker.stop()
+    assert deliveries.count == 1
+
+
+def test_a_drain_asker_never_holds_up_a_request_when_redis_is_gone(caplog: pytest.LogCaptureFixture) -> None:
+    gone = connect_redis("redis://127.0.0.1:1/0")  # nothing listens there: every ask is refused
+    asker = DrainAsker(delivery_queue(gone))
+    asker.start()
+    with caplog.at_level(logging.WARNING, logger="tracker.queue"):
+        for _ in range(3):
+            asker.ask()  # returns at once: the delivery is committed, the sweep will ask
+            time.sleep(0.1)
+        asker.ask()
+        asker.stop()
+    warnings = [r.getMessage() for r in caplog.records if "could not ask for a drain" in r.getMessage()]
+    assert len(warnings) == 1, caplog.records  # one line for the outage, not one per request
+    with pytest.raises(RedisError):
+        asker.ask()  # not started any more: the caller sees the failure (the webhook logs it)

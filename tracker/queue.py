@@ -342,6 +342,68 @@ def ask_for_drain(queue: Queue, *, force: bool = False, at: float | None = None)
     return True
 
 
+class DrainAsker:
+    """Asks for a drain on behalf of a web process's requests (`ask`), from a thread of its own once
+    `start`ed: a request then costs setting an Event, never a Redis round trip, and a stream of
+    requests costs one ask per ASK_EVERY seconds, not one each. A Redis that is slow or gone holds up
+    that thread, never a webhook answer (the delivery is committed first: the sweep asks for it
+    later, as when a request's own ask failed). Until `start` (tests, one-shot commands) and after
+    `stop`, `ask` asks at once, in the caller's thread."""
+
+    ASK_EVERY = 0.01  # seconds: at most this much later than an ask of its own would have been
+
+    def __init__(self, queue: Queue) -> None:
+        self._queue = queue
+        self._wanted = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failing = False
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="drain-asker", daemon=True)
+            self._thread.start()
+
+    def ask(self) -> None:
+        if self._thread is None:
+            ask_for_drain(self._queue)
+        else:
+            self._wanted.set()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop the thread, having asked once more if a request wanted it since the last ask."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        pending = self._wanted.is_set()
+        self._stopping.set()
+        self._wanted.set()  # wakes the thread, which sees it is stopping
+        thread.join(timeout)
+        if pending:
+            self._ask_once()
+
+    def _run(self) -> None:
+        while True:
+            self._wanted.wait()
+            if self._stopping.is_set():
+                return
+            self._wanted.clear()
+            self._ask_once()
+            self._stopping.wait(self.ASK_EVERY)
+
+    def _ask_once(self) -> None:
+        try:
+            ask_for_drain(self._queue)
+        except Exception as exc:  # stored is accepted: the sweep asks for a drain once Redis is back
+            if not self._failing:
+                log.warning("could not ask for a drain (%s: %s); the sweep will", type(exc).__name__, exc)
+            self._failing = True
+        else:
+            if self._failing:
+                log.info("asking for drains again")
+            self._failing = False
+
+
 def enqueue_deliveries(queue: Queue, delivery_ids: Iterable[str]) -> int:
     """Enqueue one processing job per delivery (retries of those that failed once, `retry-failed`)
     in one round trip; returns how many."""

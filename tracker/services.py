@@ -20,7 +20,15 @@ from tracker.embedded_redis import redis_url
 from tracker.github.app import GitHubApp
 from tracker.github.client import GitHubClient
 from tracker.github.quota import Quota
-from tracker.queue import WEB_REDIS, RedisTimeouts, connect_redis, delivery_queue, github_queue, records_queue
+from tracker.queue import (
+    WEB_REDIS,
+    DrainAsker,
+    RedisTimeouts,
+    connect_redis,
+    delivery_queue,
+    github_queue,
+    records_queue,
+)
 from tracker.settings import Settings, SettingsError
 from tracker.store.database import connect, derived_schema_outdated
 from tracker.store.heads import HeadStore
@@ -85,6 +93,11 @@ class Services:
         return delivery_queue(self.require_redis())
 
     @cached_property
+    def drain_asker(self) -> DrainAsker:
+        """How the webhook asks for a drain: at once, or from a thread once a web process starts it."""
+        return DrainAsker(self.delivery_queue)
+
+    @cached_property
     def github_queue(self) -> Queue:
         return github_queue(self.require_redis())
 
@@ -142,6 +155,9 @@ class Services:
         if self._closed:
             return
         self._closed = True
+        asker = self.__dict__.get("drain_asker")
+        if asker is not None:
+            asker.stop()  # its last ask, if a request wanted one since the one before
         app = self.__dict__.get("github_app")  # only when it was built
         if app is not None:
             app.close()

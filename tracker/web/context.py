@@ -20,5 +20,11 @@ def services() -> Services:
     return cast(Services, current_app.extensions[_EXTENSION])
 
 
+def installed(app: object) -> Services | None:
+    """The services object of `app`, if it is an app `create_app` built."""
+    extensions = getattr(app, "extensions", None)
+    return cast("Services | None", extensions.get(_EXTENSION)) if isinstance(extensions, dict) else None
+
+
 def install(extensions: dict[str, object], built: Services) -> None:
     extensions[_EXTENSION] = built

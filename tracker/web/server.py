@@ -51,7 +51,7 @@ from waitress.task import WSGITask
 from tracker import logs
 from tracker.settings import Settings
 from tracker.web.app import create_app
-from tracker.web.context import MAX_BODY_BYTES
+from tracker.web.context import MAX_BODY_BYTES, installed
 
 # GitHub counts a delivery as failed when it has not been answered within 10 seconds, so a request
 # still arriving after that is either broken or hostile.
@@ -98,6 +98,9 @@ class WebServer(BaseApplication):  # type: ignore[misc]
         # Called in each worker after the fork: every process opens its own database and Redis pools.
         app = create_app(self.settings)
         logs.configure()  # the levels of -v (or TRACKER_VERBOSE) again, over what the app set
+        built = installed(app)
+        if built is not None:
+            built.drain_asker.start()  # requests ask for drains without waiting for Redis
         return app
 
 
@@ -328,6 +331,9 @@ class BufferingWorker(Worker):  # type: ignore[misc]
             self._drain(channels, requests)
         finally:
             wasyncore.close_all(channels)
+            built = installed(self.wsgi)
+            if built is not None:
+                built.drain_asker.stop()  # the ask a last request wanted, now rather than at the sweep
 
     def _drain(self, channels: dict[int, Any], requests: Requests) -> None:
         """Finish the requests running or about to, within the graceful timeout; close the rest."""

@@ -1,4 +1,5 @@
-"""POST /webhook: verify, store, ask for a drain, answer. It never calls GitHub.
+"""POST /webhook: verify, store, ask for a drain, answer. It never calls GitHub, nor waits for Redis
+in a web process (the ask is made from a thread of the process's own: tracker.queue.DrainAsker).
 
 GitHub gives a delivery 10 seconds before it counts it as failed ("Best practices for using
 webhooks"), so everything slow happens in the workers.
@@ -21,7 +22,6 @@ from tracker.core.payloads import (
     json_bytes,
     parse_ping,
 )
-from tracker.queue import ask_for_drain
 from tracker.store.ledger import Delivery, now_ms
 from tracker.web import signature
 from tracker.web.context import MAX_BODY_BYTES, services
@@ -93,7 +93,7 @@ def receive() -> Answer:
     if not app.ledger.store(delivery, digest=hashlib.sha256(document).hexdigest()):
         return {"status": "duplicate", "delivery": delivery_id}, 200
     try:
-        ask_for_drain(app.delivery_queue)  # one SET; a job only when none waits (workers.drain)
+        app.drain_asker.ask()  # in a web process, from its own thread (tracker.queue.DrainAsker)
     except Exception as exc:  # stored is accepted: the sweep asks for a drain once Redis is back
         log.warning("could not queue delivery %s (%s: %s); the sweep will", delivery_id, type(exc).__name__, exc)
     return {"status": "accepted", "delivery": delivery_id}, 202
