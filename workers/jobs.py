@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import time
 from collections import Counter
 
@@ -152,11 +153,16 @@ def fetch_heads(wanted: list[tuple[str, int, str, str]]) -> str:
         except Exception as exc:
             failures.append(f"{full_name}#{number} at {head_sha[:12]}: {type(exc).__name__}: {exc}")
             continue
-        outcomes[outcome.split(":")[0].split(";")[0]] += 1
+        outcomes[_OUTCOME.match(outcome).group().strip()] += 1  # type: ignore[union-attr]
     summary = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items()))
     if failures:
         raise FetchFailed(f"{len(failures)} of {len(wanted)} heads failed ({'; '.join(failures)})")
     return f"{len(wanted)} heads: {summary} ({(time.process_time() - started) * 1000:.0f} ms of CPU)"
+
+
+# What an outcome says before its particulars ("stored from compare (the PR is now at ...)", "files
+# unavailable: 404 ...", "GitHub unavailable; trying again in 30 s"): how a batch counts it.
+_OUTCOME = re.compile(r"[A-Za-z ]*")
 
 
 class FetchFailed(RuntimeError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import datetime
 from pathlib import Path
@@ -323,3 +324,17 @@ def test_a_head_that_fails_in_a_batch_does_not_stop_the_others(
         assert "1 of 3 heads failed (NVIDIA/Megatron-LM#2 at " in str(result.exc_string)
     assert snapshot(client)["pending_classification"] == 1  # PR 2 waits; 1 and 3 are classified
     assert github.count(r"/pulls/[13]/files") == 2
+
+
+def test_a_batch_says_what_became_of_its_heads(app: Flask, client: FlaskClient, github: FakeGitHub) -> None:
+    for n in (1, 2):
+        deliver(client, PullRequestStory(n, at(f"2026-09-0{n}T01:00:00Z")).opened())
+    run_jobs(app)
+    with app.app_context():
+        from rq.registry import FinishedJobRegistry
+
+        s = services()
+        [done] = [s.github_queue.fetch_job(i) for i in FinishedJobRegistry(queue=s.github_queue).get_job_ids()]
+        assert done is not None and done.func_name == "workers.jobs.fetch_heads"
+        assert re.fullmatch(r"2 heads: 2 stored \(\d+ ms of CPU\)", str(done.return_value())), done.return_value()
+    assert snapshot(client)["pending_classification"] == 0
