@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from tracker.core.derive import PULL_REQUEST, Derivation, derive
 from tracker.queue import DRAIN_WAITING_KEY, DRAIN_WAITING_TTL, ask_for_drain, enqueue_deliveries, enqueue_head_fetches
 from tracker.services import Services
+from tracker.store.database import checkpoint
 from tracker.store.installations import InstallationStore
 from tracker.store.ledger import Delivery
 from workers.runtime import current
@@ -74,6 +75,7 @@ def drain_deliveries() -> str:
             connection.set(DRAIN_WAITING_KEY, 1, ex=DRAIN_WAITING_TTL)  # at work: no other job is needed
             processed += process_batch(services, batch)
             batches += 1
+            checkpoint(services.ledger.engine)  # here, not in a webhook request (tracker.store.database)
             lock.reacquire()
             if time.monotonic() - started > BUDGET_SECONDS:
                 ask_for_drain(services.delivery_queue, force=True)

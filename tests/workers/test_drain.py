@@ -316,3 +316,18 @@ def test_a_drain_waits_for_more_after_a_batch_of_several_but_not_after_one(
         total = post_all(client)
         assert drain.drain_deliveries().startswith(f"processed {total} deliveries in 1 batches (")
         assert slept == [drain.LINGER]  # then it looked again, found nothing, and ended
+
+
+@needs_shared
+def test_the_drain_checkpoints_the_log_after_each_batch(
+    app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(drain, "BATCH", 3)
+    checkpoints: list[object] = []
+    monkeypatch.setattr(drain, "checkpoint", checkpoints.append)
+    total = post_all(client)
+    with app.app_context():
+        result = drain.drain_deliveries()
+        batches = int(result.split(" in ")[1].split(" ")[0])
+        assert batches == -(-total // 3)
+        assert checkpoints == [services().ledger.engine] * batches
