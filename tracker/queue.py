@@ -235,7 +235,7 @@ def enqueue_head_fetches(queue: Queue, wanted: Sequence[tuple[str, str, int, str
     expires = int(time.time()) + FETCH_MARKER_GRACE
     pipe = queue.connection.pipeline(transaction=False)
     for _full_name, repo, number, head_sha, _base_sha in wanted:
-        pipe.set(f"tracker:fetch:{fetch_job_id(repo, number, head_sha)}", 0, exat=expires, nx=True)
+        pipe.set(fetch_marker(repo, number, head_sha), 0, exat=expires, nx=True)
     asked = [head for head, marked in zip(wanted, pipe.execute(), strict=True) if marked]
     if not asked:
         return 0
@@ -252,7 +252,7 @@ def enqueue_head_fetches(queue: Queue, wanted: Sequence[tuple[str, str, int, str
     try:
         queue.enqueue_many(jobs)
     except BaseException:  # no job will clear the markers: let the next ask (the sweep's) through
-        queue.connection.delete(*(f"tracker:fetch:{fetch_job_id(r, n, h)}" for _f, r, n, h, _b in asked))
+        queue.connection.delete(*(fetch_marker(repo, number, sha) for _f, repo, number, sha, _b in asked))
         raise
     return len(asked)
 
@@ -266,6 +266,11 @@ def job_id(prefix: str, key: str) -> str:
 
 def fetch_job_id(repo: str, number: int, head_sha: str) -> str:
     return job_id("files", f"{repo}#{number}@{head_sha}")
+
+
+def fetch_marker(repo: str, number: int, head_sha: str) -> str:
+    """Set while a fetch of the head's files is on its way (until it is done, or its grace lapses)."""
+    return f"tracker:fetch:{fetch_job_id(repo, number, head_sha)}"
 
 
 def enqueue_head_fetch(
@@ -284,7 +289,7 @@ def enqueue_head_fetch(
     its way (a marker in Redis says so until shortly after the job is due, so the sweep does not
     pile up requests behind a rate limit). A job re-scheduling itself passes `reschedule`."""
     identifier = fetch_job_id(repo, number, head_sha)
-    marker = f"tracker:fetch:{identifier}"
+    marker = fetch_marker(repo, number, head_sha)
     due = at if at is not None else time.time()
     if not queue.connection.set(marker, attempt, exat=int(due) + FETCH_MARKER_GRACE, nx=not reschedule):
         return False
@@ -454,7 +459,7 @@ def waiting_jobs(queue: Queue, job_ids: Sequence[str]) -> set[str]:
 
 
 def fetch_done(queue: Queue, repo: str, number: int, head_sha: str) -> None:
-    queue.connection.delete(f"tracker:fetch:{fetch_job_id(repo, number, head_sha)}")
+    queue.connection.delete(fetch_marker(repo, number, head_sha))
 
 
 def waiting_on_github(queue: Queue) -> int:

@@ -153,16 +153,16 @@ def fetch_heads(wanted: list[tuple[str, int, str, str]]) -> str:
         except Exception as exc:
             failures.append(f"{full_name}#{number} at {head_sha[:12]}: {type(exc).__name__}: {exc}")
             continue
-        outcomes[_OUTCOME.match(outcome).group().strip()] += 1  # type: ignore[union-attr]
+        outcomes[_OUTCOME.split(outcome, maxsplit=1)[0].strip()] += 1
     summary = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items()))
     if failures:
         raise FetchFailed(f"{len(failures)} of {len(wanted)} heads failed ({'; '.join(failures)})")
     return f"{len(wanted)} heads: {summary} ({(time.process_time() - started) * 1000:.0f} ms of CPU)"
 
 
-# What an outcome says before its particulars ("stored from compare (the PR is now at ...)", "files
-# unavailable: 404 ...", "GitHub unavailable; trying again in 30 s"): how a batch counts it.
-_OUTCOME = re.compile(r"[A-Za-z ]*")
+# Where an outcome's particulars begin ("stored from compare (the PR is now at ...)", "files
+# unavailable: 404 ...", "GitHub unavailable; trying again in 30 s"): a batch counts what comes before.
+_OUTCOME = re.compile(r"[^A-Za-z ]")
 
 
 class FetchFailed(RuntimeError):
