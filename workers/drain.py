@@ -23,7 +23,13 @@ from __future__ import annotations
 import logging
 import os
 import time
+import uuid
 from collections.abc import Sequence
+from typing import cast
+
+from redis import Redis
+from redis.exceptions import LockNotOwnedError, ResponseError
+from redis.lock import Lock
 
 from tracker.core.derive import PULL_REQUEST, Derivation, derive
 from tracker.queue import DRAIN_WAITING_KEY, DRAIN_WAITING_TTL, ask_for_drain, enqueue_deliveries, enqueue_head_fetches
@@ -55,8 +61,8 @@ def drain_deliveries() -> str:
     connection = services.require_redis()
     # A drain that finds another at work does not wait for it (that parked a worker the head fetches
     # needed): it asks for another drain a second later, which sees whatever the first one missed.
-    lock = connection.lock(LOCK_KEY, timeout=LOCK_TIMEOUT, blocking_timeout=LOCK_WAIT)
-    if not lock.acquire():
+    lock = take_lock(connection)
+    if lock is None:
         ask_for_drain(services.delivery_queue, force=True, at=time.time() + 1)
         return "another drain held the lock; asked for another in a second"
     started, cpu = time.monotonic(), time.process_time()
@@ -92,6 +98,34 @@ def drain_deliveries() -> str:
             log.warning("the drain lock had lapsed before it was released")
     cpu_ms = (time.process_time() - cpu) * 1000
     return f"processed {processed} deliveries in {batches} batches ({cpu_ms:.0f} ms of CPU)"
+
+
+def take_lock(connection: Redis) -> Lock | None:
+    """The drain lock, or None when another drain holds it. Its token names the Redis server's run
+    (`run_id`, new at each start): a lock taken before Redis last restarted is taken over at once
+    rather than after LOCK_TIMEOUT. Its drain lost its connection with the restart and fails at its
+    next Redis command; should it still be finishing a batch, applying is idempotent."""
+    lock: Lock = connection.lock(LOCK_KEY, timeout=LOCK_TIMEOUT, blocking_timeout=LOCK_WAIT)
+    run = _run_id(connection)
+    token = f"{run}:{uuid.uuid4().hex}"
+    if lock.acquire(token=token, blocking=False):
+        return lock
+    holder = cast(bytes | None, connection.get(LOCK_KEY))
+    if run and holder is not None and not holder.startswith(f"{run}:".encode()):
+        try:
+            lock.do_release(holder.decode())  # only if it is still that token
+            log.info("took over the drain lock of a drain from before Redis restarted")
+        except LockNotOwnedError:  # it lapsed, or another drain took it over first
+            pass
+    return lock if lock.acquire(token=token) else None
+
+
+def _run_id(connection: Redis) -> str:
+    """The Redis server's run id, or "" where INFO is not allowed (some hosted Redis)."""
+    try:
+        return str(connection.info("server").get("run_id", ""))
+    except ResponseError:
+        return ""
 
 
 def process_batch(services: Services, batch: Sequence[Delivery]) -> int:

@@ -331,3 +331,17 @@ def test_the_drain_checkpoints_the_log_after_each_batch(
         batches = int(result.split(" in ")[1].split(" ")[0])
         assert batches == -(-total // 3)
         assert checkpoints == [services().ledger.engine] * batches
+
+
+def test_a_lock_taken_before_redis_restarted_is_taken_over_and_one_of_this_run_is_not(app: Flask) -> None:
+    """A drain at work when Redis restarted (from its append-only file) left the lock behind; the next
+    drain must not wait LOCK_TIMEOUT for it. A lock of this Redis run is another drain at work."""
+    with app.app_context():
+        connection = services().require_redis()
+        connection.set(drain.LOCK_KEY, b"a-run-before-the-restart:0123", ex=drain.LOCK_TIMEOUT)
+        taken = drain.take_lock(connection)
+        assert taken is not None
+        assert taken.owned()
+        assert drain.take_lock(connection) is None  # this run's lock: another drain at work
+        assert connection.get(drain.LOCK_KEY) == taken.local.token
+        taken.release()
