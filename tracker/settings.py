@@ -86,6 +86,12 @@ class Settings(BaseSettings):
     llm_timeout: float = Field(120.0, gt=0, validation_alias=_env("TRACKER_LLM_TIMEOUT"))
     llm_input_price: float = Field(0.0, ge=0, validation_alias=_env("TRACKER_LLM_INPUT_PRICE"))
     llm_output_price: float = Field(0.0, ge=0, validation_alias=_env("TRACKER_LLM_OUTPUT_PRICE"))
+    # Sampling temperature sent with each request; `none` leaves it out, for models that accept only
+    # their default (OpenAI's reasoning models answer 400 `unsupported_value` to `temperature: 0`).
+    llm_temperature: float | None = Field(0.0, ge=0, le=2, validation_alias=_env("TRACKER_LLM_TEMPERATURE"))
+    # The most characters of PR text (the data block) one request may carry: a section whose text is
+    # longer is sent with shorter bodies, fewer commit subjects and paths (tracker.core.narration.fit).
+    llm_prompt_budget: int = Field(200_000, ge=10_000, validation_alias=_env("TRACKER_LLM_PROMPT_BUDGET"))
 
     @property
     def llm_enabled(self) -> bool:
@@ -130,6 +136,13 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("llm_temperature", mode="before")
+    @classmethod
+    def _temperature_left_out(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in ("", "none", "default"):
+            return None
+        return value
 
     @field_validator("github_app_private_key", mode="before")
     @classmethod

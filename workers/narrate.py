@@ -8,23 +8,30 @@ so that cached renders are replaced, and the month's older prose is pruned.
 
 It runs in a worker, never in a request: a request renders the latest stored prose, or the
 deterministic text while there is none. A rate limit ends the job with the sections it could not write
-left for the next run (they read deterministically meanwhile).
+left for a job re-scheduled at the moment the endpoint gives (they read deterministically meanwhile);
+other failures of the endpoint leave them for the next hourly run. The input includes the subjects of
+the PRs' commits inside the window, read from GitHub (tracker.github.commits) for the sections to write;
+a GitHub rate limit or outage re-schedules the job before the model is asked anything. Every request's
+tokens are added to the month's bill (`NarrationStore.spend`), which pruning never touches.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 
 from tracker.core import narration
-from tracker.core.window import Month, today_in
+from tracker.core.window import Month, iso_utc, today_in
+from tracker.github.client import RateLimited, Unavailable
+from tracker.github.commits import commit_messages
 from tracker.llm.client import ChatClient
 from tracker.llm.narrator import narrate
 from tracker.queue import enqueue_narrate
 from tracker.reports.loading import report_for, resolve
 from tracker.reports.prose import wanted_sections
 from tracker.services import Services
-from tracker.store.narrations import NarrationStore, StoredNarration
+from tracker.store.narrations import NarrationStore, Spent, StoredNarration
 from workers.runtime import current
 
 log = logging.getLogger(__name__)
@@ -48,41 +55,74 @@ def narrate_month(full_name: str, month: str, client: ChatClient | None = None) 
         for section, digest in wanted
         if store.get(repo, month, section, digest, narration.PROMPT_VERSION, model) is None
     ]
-    if missing:
-        chat = client or _client(services)
-        digests = dict(wanted)
-        try:
-            for section in missing:  # one at a time: each record carries its own tokens
-                result = narrate(report, chat, glossary=config.glossary_for(repo), sections=[section])
-                described = result.sections[0]
-                fallbacks = tuple(f.as_dict() for f in result.fallbacks)
-                if described.english is None and any(f["reason"] in _TRANSIENT for f in fallbacks):
-                    continue  # the endpoint was unavailable: asked again next time, deterministic meanwhile
-                store.put(
-                    StoredNarration(
-                        repo=repo,
-                        month=month,
-                        section=section,
-                        content=digests[section],
-                        prompt_version=result.prompt_version,
-                        model=model,
-                        english=described.english,
-                        chinese=described.chinese,
-                        fallbacks=fallbacks,
-                        prompt_tokens=result.prompt_tokens,
-                        completion_tokens=result.completion_tokens,
-                        requests=result.requests,
-                    )
+    if not missing:
+        store.prune(repo, month, wanted)
+        return "every section already narrated"
+    numbers = [number for s in report.sections if s.id in missing for c in s.changes for number in c.numbers]
+    try:
+        with services.github(full_name) as github:
+            commits = commit_messages(github, full_name, numbers, report.snapshot.window)
+    except (RateLimited, Unavailable) as exc:  # the commit subjects are part of the input: wait for them
+        at = exc.retry_at if isinstance(exc, RateLimited) else time.time() + GITHUB_RETRY
+        enqueue_narrate(services.github_queue, full_name, month, at=at)
+        log.warning("narrator: %s %s: GitHub: %s; again at %s", full_name, month, exc, iso_utc(int(at)))
+        return f"waiting for GitHub until {iso_utc(int(at))}"
+    chat = client or _client(services)
+    digests = dict(wanted)
+    written = 0
+    retry_at: float | None = None
+    try:
+        for section in missing:  # one at a time: each record carries its own tokens
+            result = narrate(
+                report,
+                chat,
+                commits=commits,
+                glossary=config.glossary_for(repo),
+                sections=[section],
+                budget=services.settings.llm_prompt_budget,
+            )
+            store.spend(repo, month, model, Spent(result.requests, result.prompt_tokens, result.completion_tokens))
+            described = result.sections[0]
+            fallbacks = tuple(f.as_dict() for f in result.fallbacks)
+            if any(f["reason"] == "rate_limited" for f in fallbacks):
+                # The endpoint said when to come back (or not: then in a minute); the sections left read
+                # deterministically until then.
+                retry_at = time.time() + (result.retry_after or LLM_RETRY)
+                break
+            if described.english is None and any(f["reason"] in _TRANSIENT for f in fallbacks):
+                continue  # the endpoint was unavailable: asked again next time, deterministic meanwhile
+            store.put(
+                StoredNarration(
+                    repo=repo,
+                    month=month,
+                    section=section,
+                    content=digests[section],
+                    prompt_version=result.prompt_version,
+                    model=model,
+                    english=described.english,
+                    chinese=described.chinese,
+                    fallbacks=fallbacks,
+                    prompt_tokens=result.prompt_tokens,
+                    completion_tokens=result.completion_tokens,
+                    requests=result.requests,
                 )
-        finally:
-            if client is None:
-                chat.close()
-        services.state.bump(repo, month)
+            )
+            written += 1
+    finally:
+        if client is None:
+            chat.close()
+    services.state.bump(repo, month)
     store.prune(repo, month, wanted)
-    written = len(missing)
-    return f"{written} of {len(wanted)} sections narrated" if missing else "every section already narrated"
+    said = f"{written} of {len(wanted)} sections narrated"
+    if retry_at is not None:
+        enqueue_narrate(services.github_queue, full_name, month, at=retry_at)
+        said += f"; rate limited, again at {iso_utc(int(retry_at))}"
+    return said
 
 
+# When the endpoint rate-limits without saying for how long, and when GitHub is down: seconds to wait.
+LLM_RETRY = 60.0
+GITHUB_RETRY = 300.0
 _TRANSIENT = frozenset({"timeout", "rate_limited", "connection", "http"})
 
 
@@ -90,7 +130,13 @@ def _client(services: Services) -> ChatClient:
     settings = services.settings
     assert settings.llm_base_url is not None and settings.llm_model is not None
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key is not None else None
-    return ChatClient(settings.llm_base_url, key, settings.llm_model, timeout=settings.llm_timeout)
+    return ChatClient(
+        settings.llm_base_url,
+        key,
+        settings.llm_model,
+        timeout=settings.llm_timeout,
+        temperature=settings.llm_temperature,
+    )
 
 
 # How often each month a repository narrates is looked at again (its content may have changed).

@@ -180,7 +180,8 @@ def test_a_rate_limit_waits_once_then_falls_back_and_says_when_to_come_back(fake
     waited: list[float] = []
     chat = ChatClient(fake.url, "sk-test-secret", "test-model", timeout=5.0, max_retries=1, sleep=waited.append)
     result = narrate(laid_out(PRS), chat)
-    assert waited == [7.0, 7.0]
+    assert waited == [7.0]  # the second section is not asked: the endpoint said when to come back
+    assert len(fake.requests) == 2
     assert [f.reason for f in result.fallbacks] == ["rate_limited", "rate_limited"]
     assert result.retry_after == 7.0
     assert all(s.english is None for s in result.sections)

@@ -49,6 +49,9 @@ MAX_PATHS = 25
 MAX_COMMITS = 15  # commit subjects
 MAX_LABELS = 10
 MAX_LINE = 256  # characters of one title, label, path or commit subject (GitHub's limit for a title)
+# Characters of PR text (the data block) in one request, unless configured (TRACKER_LLM_PROMPT_BUDGET):
+# about 50,000 tokens, within the context of any model worth asking; `fit` cuts a section down to it.
+DEFAULT_BUDGET = 200_000
 
 # What the model may write.
 MAX_TITLE_CHARS = 90  # of a theme title
@@ -248,7 +251,9 @@ def _without_comments(text: str) -> str:
 
 
 def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1].rstrip() + "…" if limit > 0 else ""
 
 
 def _system_message() -> str:
@@ -284,6 +289,47 @@ def _system_message() -> str:
 
 def prompt_messages(data: SectionInput) -> list[dict[str, str]]:
     """The chat messages that ask for one section's prose: the rules, then the data in one block."""
+    user = "\n".join(
+        [
+            'The section follows as JSON in the PR DATA block. "outline" is a suggested grouping of its changes '
+            'into themes and highlights; "changes" holds what the pull requests of each change say about it.',
+            DATA_START,
+            _block(_document(data)),
+            DATA_END,
+            "Write the prose of this section as one JSON object. Place each of these change ids exactly once: "
+            + ", ".join(data.change_ids)
+            + ".",
+        ]
+    )
+    return [{"role": "system", "content": _system_message()}, {"role": "user", "content": user}]
+
+
+# How `fit` shortens each change group's text, step by step: characters of body, commit subjects, paths.
+_SHORTER = ((800, 10, 15), (400, 6, 10), (150, 3, 5), (0, 0, 3), (0, 0, 0))
+
+
+def fit(data: SectionInput, budget: int) -> SectionInput | None:
+    """`data` whose data block holds at most `budget` characters: as it is when it fits, else with every
+    change group's body, commit subjects and paths cut a step at a time (the same cut for every group,
+    so that no change is described at another's expense); None when even titles and labels alone do not
+    fit (a section too large to send)."""
+    if len(_document(data)) <= budget:
+        return data
+    for body, commits, paths in _SHORTER:
+        shorter = replace(
+            data,
+            groups=tuple(
+                replace(group, body=_cut(group.body, body), commits=group.commits[:commits], paths=group.paths[:paths])
+                for group in data.groups
+            ),
+        )
+        if len(_document(shorter)) <= budget:
+            return shorter
+    return None
+
+
+def _document(data: SectionInput) -> str:
+    """The section as the one JSON document of the data block."""
     head = {
         "repository": data.repo,
         "month": data.month,
@@ -311,20 +357,7 @@ def prompt_messages(data: SectionInput) -> list[dict[str, str]]:
         for group in data.groups
     ]
     # One JSON document, each change on a line of its own: compact, and easy to read change by change.
-    document = _json(head)[:-1] + ', "changes": [\n' + ",\n".join(map(_json, changes)) + "\n]}"
-    user = "\n".join(
-        [
-            'The section follows as JSON in the PR DATA block. "outline" is a suggested grouping of its changes '
-            'into themes and highlights; "changes" holds what the pull requests of each change say about it.',
-            DATA_START,
-            _block(document),
-            DATA_END,
-            "Write the prose of this section as one JSON object. Place each of these change ids exactly once: "
-            + ", ".join(data.change_ids)
-            + ".",
-        ]
-    )
-    return [{"role": "system", "content": _system_message()}, {"role": "user", "content": user}]
+    return _json(head)[:-1] + ', "changes": [\n' + ",\n".join(map(_json, changes)) + "\n]}"
 
 
 def _json(value: Any) -> str:

@@ -192,6 +192,14 @@ class GitHubClient:
             files.extend(page)
         return files
 
+    def pull_request_commits(self, repo: str, number: int) -> list[dict[str, Any]]:
+        """Every page of `GET /repos/{repo}/pulls/{number}/commits`, oldest first (GitHub lists at most
+        250 commits of a pull request)."""
+        commits: list[dict[str, Any]] = []
+        for page in self.pages(f"{_repository_path(repo)}/pulls/{_number(number)}/commits", {"per_page": PER_PAGE}):
+            commits.extend(item for item in page if isinstance(item, dict))
+        return commits
+
     def compare(self, repo: str, base: str, head: str) -> dict[str, Any]:
         """`GET /repos/{repo}/compare/{base}...{head}`, never through the response cache: a comparison
         of two commits never changes and the caller stores its files at once, so its ETag would

@@ -1,8 +1,9 @@
 """A small client for an OpenAI-compatible chat completions endpoint (OpenAI, vLLM, Ollama, gateways).
 
-One call, `ChatClient.complete_json`: the messages go out with `temperature: 0` and a strict JSON
-schema as `response_format` (OpenAI's "Structured Outputs"; vLLM and Ollama accept the same field),
-and the model's text comes back with its token counts. The text is not parsed here: the caller
+One call, `ChatClient.complete_json`: the messages go out with `temperature: 0` (or the one configured,
+or none for models that take only their default) and a strict JSON schema as `response_format`
+(OpenAI's "Structured Outputs"; vLLM and Ollama accept the same field), and the model's text comes
+back with its token counts. The text is not parsed here: the caller
 validates it, and may want it whole for a targeted retry.
 
 `base_url` is what the `openai` package calls its base URL, the part before `/chat/completions`:
@@ -99,6 +100,7 @@ class ChatClient:
         model: str,
         *,
         timeout: float = 60.0,
+        temperature: float | None = 0.0,
         max_retries: int = 2,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -116,6 +118,7 @@ class ChatClient:
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._where = _where(httpx.URL(self._url))
         self.model = model
+        self.temperature = temperature
         self._max_retries = max(0, max_retries)
         self._sleep = sleep
         self._http = httpx.Client(headers=headers, timeout=timeout, transport=transport, verify=tls_context())
@@ -136,15 +139,16 @@ class ChatClient:
     def complete_json(self, messages: list[dict[str, str]], schema: dict[str, Any], schema_name: str) -> Completion:
         """The model's answer to `messages`, constrained to `schema` (a JSON Schema object that meets
         OpenAI's strict-mode rules: every property required, `additionalProperties: false`)."""
-        payload = {
+        payload: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
-            "temperature": 0,
             "response_format": {
                 "type": "json_schema",
                 "json_schema": {"name": schema_name, "strict": True, "schema": schema},
             },
         }
+        if self.temperature is not None:  # None: the model's default (some models accept no other)
+            payload["temperature"] = self.temperature
         return _completion(self._post(payload), self.model)
 
     def _post(self, payload: dict[str, Any]) -> httpx.Response:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tracker.core import narration
-from tracker.core.narration import Problem, SectionInput, SectionProse
+from tracker.core.narration import DEFAULT_BUDGET, Problem, SectionInput, SectionProse
 from tracker.core.report import Report
 from tracker.llm.client import ChatClient, Completion, LlmError
 
@@ -66,6 +66,7 @@ class _Tally:
     completion_tokens: int = 0
     requests: int = 0
     retry_after: float | None = None
+    rate_limited: bool = False
     fallbacks: list[Fallback] = field(default_factory=list)
 
     def count(self, completion: Completion) -> None:
@@ -80,16 +81,26 @@ def narrate(
     commits: Mapping[int, Sequence[str]] | None = None,
     glossary: Sequence[str] = (),
     sections: Sequence[str] | None = None,
+    budget: int = DEFAULT_BUDGET,
 ) -> Narration:
     """Prose for the sections of `report` that have changes (only those named in `sections`, when given).
     Never raises for the endpoint or the model: every failure is a fallback. `glossary`: terms the
-    repository wants kept verbatim in Chinese."""
+    repository wants kept verbatim in Chinese. `budget`: the most characters of PR text one request
+    carries (tracker.core.narration.fit); a section that cannot be cut to it is a `too_large` fallback."""
     tally = _Tally()
     narrated = []
     for section in report.sections:
         if not section.changes or (sections is not None and section.id not in sections):
             continue
-        data = narration.section_input(report, section.id, bodies or {}, commits or {})
+        if tally.rate_limited:  # the endpoint said when to come back: the rest waits for then too
+            tally.fallbacks.append(Fallback(section.id, "english", "rate_limited"))
+            narrated.append(SectionNarration(section.id, None, None))
+            continue
+        data = narration.fit(narration.section_input(report, section.id, bodies or {}, commits or {}), budget)
+        if data is None:
+            tally.fallbacks.append(Fallback(section.id, "english", "too_large"))
+            narrated.append(SectionNarration(section.id, None, None))
+            continue
         english = _english(client, data, tally)
         chinese = _chinese(client, english, data.section, glossary, tally) if english is not None else None
         if chinese is None:  # both languages of a section cite the same changes in the same order
@@ -147,6 +158,7 @@ def _ask(
             tally.requests += 1
             completion = client.complete_json(messages, narration.response_schema(), narration.SCHEMA_NAME)
         except LlmError as error:
+            tally.rate_limited = tally.rate_limited or error.kind == "rate_limited"
             if error.retry_after is not None:
                 tally.retry_after = max(tally.retry_after or 0.0, error.retry_after)
             tally.fallbacks.append(Fallback(section, stage, error.kind))

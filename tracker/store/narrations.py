@@ -4,9 +4,10 @@ what changed.
 A section's prose is kept under (repository, month, section, content, prompt version, model): `content` is
 `content_digest` of everything the model was sent for the section, so that a section whose change groups
 did not change is not asked again, and a new prompt version or another model asks again. A row also keeps
-what it cost (tokens and requests), summed per month by `usage` for the status page, and the fallbacks of
-the run that wrote it. `prune` removes a month's rows for inputs it no longer has, so the table stays
-bounded by the months' sections.
+what it cost (tokens and requests), summed per month by `usage`, and the fallbacks of the run that wrote
+it. `prune` removes a month's rows for inputs it no longer has, so the table stays bounded by the months'
+sections. What the narrator spent is counted apart (`spend`, `spent_by_month`), request by request, and
+never pruned: the month's bill includes prose it no longer has, answers refused and runs a rate limit cut.
 
 `english` and `chinese` are `SectionProse` as JSON; None (NULL) means the section was left to the
 deterministic text. The prose is kept for ever, never derived: a rebuild keeps it (asking again would cost
@@ -28,7 +29,7 @@ from sqlalchemy import Engine, and_, delete, func, or_, select, update
 from tracker.core.narration import SectionInput, SectionProse
 from tracker.core.repository import repository_key
 from tracker.store.database import insert_ignoring_duplicates
-from tracker.store.schema import narrations
+from tracker.store.schema import narration_spend, narrations
 
 
 def content_digest(section_input: SectionInput) -> str:
@@ -66,6 +67,15 @@ class Usage:
     completion_tokens: int
     requests: int
     sections: int
+
+
+@dataclass(frozen=True)
+class Spent:
+    """Requests made to the model and the tokens they were billed."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 class NarrationStore:
@@ -133,6 +143,42 @@ class NarrationStore:
         with self.engine.connect().execution_options(read_only=True) as conn:
             rows = conn.execute(query).all()
         return {str(month): Usage(int(p), int(c), int(r), int(n)) for month, p, c, r, n in rows}
+
+    def spend(self, repo: str, month: str, model: str, spent: Spent) -> None:
+        """Add `spent` to the month's bill for `model` (two narrators at once each add theirs)."""
+        if not spent.requests:
+            return
+        key = {"repo": repository_key(repo), "month": month, "model": model}
+        zero = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        where = [narration_spend.c[name] == value for name, value in key.items()]
+        with self.engine.begin() as conn:
+            insert_ignoring_duplicates(conn, narration_spend, [key | zero])
+            conn.execute(
+                update(narration_spend)
+                .where(*where)
+                .values(
+                    requests=narration_spend.c.requests + spent.requests,
+                    prompt_tokens=narration_spend.c.prompt_tokens + spent.prompt_tokens,
+                    completion_tokens=narration_spend.c.completion_tokens + spent.completion_tokens,
+                )
+            )
+
+    def spent_by_month(self, repo: str) -> dict[str, Spent]:
+        """Everything the narrator spent on each month of the repository (every model), by month."""
+        query = (
+            select(
+                narration_spend.c.month,
+                func.sum(narration_spend.c.requests),
+                func.sum(narration_spend.c.prompt_tokens),
+                func.sum(narration_spend.c.completion_tokens),
+            )
+            .where(narration_spend.c.repo == repository_key(repo))
+            .group_by(narration_spend.c.month)
+            .order_by(narration_spend.c.month)
+        )
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            rows = conn.execute(query).all()
+        return {str(month): Spent(int(r), int(p), int(c)) for month, r, p, c in rows}
 
     def prune(self, repo: str, month: str, keep: Iterable[tuple[str, str]]) -> int:
         """Remove the month's records whose (section, content) is not in `keep` (prose for inputs the

@@ -368,3 +368,16 @@ narrations = Table(
     Column("requests", Integer, nullable=False),
     Column("created_at", BigInteger, nullable=False),  # epoch seconds
 )
+
+# What the narrator spent on each month, whatever became of the prose: every request it made (answers
+# refused, runs cut short by a rate limit, prose pruned since) counted once. Kept for good: it is a bill.
+narration_spend = Table(
+    "narration_spend",
+    metadata,
+    Column("repo", String(255), primary_key=True),  # repository key (lower case)
+    Column("month", String(7), primary_key=True),
+    Column("model", String(255), primary_key=True),
+    Column("requests", BigInteger, nullable=False),
+    Column("prompt_tokens", BigInteger, nullable=False),
+    Column("completion_tokens", BigInteger, nullable=False),
+)

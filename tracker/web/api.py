@@ -41,7 +41,7 @@ from tracker.reports.render import (
 )
 from tracker.settings import Settings, SettingsError
 from tracker.store.ledger import FAILED
-from tracker.store.narrations import NarrationStore
+from tracker.store.narrations import NarrationStore, Spent
 from tracker.web.access import NO_STORE, TOKEN_PARAMETER, AccessDenied, admin_request, authorize, carry_token
 from tracker.web.context import services
 
@@ -236,24 +236,27 @@ def status() -> Any:
 
 
 def narrator_usage(engine: Any, settings: Settings, config: TrackerConfig, names: list[str]) -> dict[str, Any]:
-    """The language-model narrator's model and, per repository using it and month, the tokens and
-    requests of the prose the month has, and their cost at TRACKER_LLM_INPUT_PRICE / _OUTPUT_PRICE (per
-    million tokens)."""
+    """The language-model narrator's model and, per repository using it and month, how many sections have
+    prose, what the narrator spent on the month (every request and its tokens, pruned prose and refused
+    answers included) and its cost at TRACKER_LLM_INPUT_PRICE / _OUTPUT_PRICE (per million tokens)."""
     store = NarrationStore(engine)
     months = []
     for name in names:
         if config.narrator_for(name) != "llm":
             continue
-        for month, usage in store.usage_by_month(name).items():
-            cost = usage.prompt_tokens * settings.llm_input_price + usage.completion_tokens * settings.llm_output_price
+        kept = store.usage_by_month(name)
+        spent = store.spent_by_month(name)
+        for month in sorted(set(kept) | set(spent)):
+            bill = spent.get(month, Spent())
+            cost = bill.prompt_tokens * settings.llm_input_price + bill.completion_tokens * settings.llm_output_price
             months.append(
                 {
                     "repo": name,
                     "month": month,
-                    "sections": usage.sections,
-                    "requests": usage.requests,
-                    "prompt_tokens": usage.prompt_tokens,
-                    "completion_tokens": usage.completion_tokens,
+                    "sections": kept[month].sections if month in kept else 0,
+                    "requests": bill.requests,
+                    "prompt_tokens": bill.prompt_tokens,
+                    "completion_tokens": bill.completion_tokens,
                     "cost": round(cost / 1_000_000, 6),
                 }
             )
