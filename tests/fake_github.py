@@ -23,6 +23,9 @@ The REST view of pull requests, for a backfill (see tests/world.py, which fills 
   pages are linked under `/repositories/{id}/pulls`, as the issues are. Ties are broken by number.
   `GET /repos/{o}/{r}/pulls/{n}` answers the stored object with `merged`; without one it keeps the
   older behaviour (the example with the number and the current head of `set_files`/`saw_head`).
+- `set_commits` gives a PR its commits (GitHub's `pulls.list-commits.200.json` example with the message,
+  dates and parents filled in); `GET /repos/{o}/{r}/pulls/{n}/commits` pages them, empty for a PR the
+  fake knows otherwise, 404 for an unknown or deleted one.
 - `set_timeline` stores a PR's timeline; `GET /repos/{o}/{r}/issues/{n}/timeline` pages it (next
   pages under `/repositories/{id}/issues/{n}/timeline`). A PR (or issue) without one has an empty
   timeline; an unknown number answers 404. `issue_event`, `committed_event` and `comment_event`
@@ -74,6 +77,7 @@ _PULL = json.loads((REST / "pulls.get.200.json").read_text())
 # The keys a list item has (`pulls.list.200.json`); `pulls/{n}` adds merged, mergeable, counts, ...
 _PULL_LIST_KEYS = frozenset(json.loads((REST / "pulls.list.200.json").read_text())[0])
 _TIMELINE = json.loads((REST / "issues.list-events-for-timeline.200.json").read_text())
+_COMMIT = json.loads((REST / "pulls.list-commits.200.json").read_text())[0]
 # An issue event (id, node_id, url, actor, event, commit_id, commit_url, created_at,
 # performed_via_github_app): the example's `labeled` item, its `label` taken off.
 _ISSUE_EVENT = {k: v for k, v in next(e for e in _TIMELINE if e["event"] == "labeled").items() if k != "label"}
@@ -144,6 +148,19 @@ def file_entry(repo: str, head_sha: str, spec: dict[str, Any] | str) -> dict[str
     entry["contents_url"] = f"https://api.github.com/repos/{repo}/contents/{name}?ref={head_sha}"
     entry["changes"] = entry["additions"] + entry["deletions"]
     return entry
+
+
+def commit_object(repo: str, message: str, committed_at: str, parents: int = 1) -> dict[str, Any]:
+    """A commit as `GET /repos/{o}/{r}/pulls/{n}/commits` lists it, on GitHub's example."""
+    sha = _sha(f"{repo}:{message}:{committed_at}")
+    commit = copy.deepcopy(_COMMIT)
+    commit["sha"] = sha
+    commit["url"] = f"https://api.github.com/repos/{repo}/commits/{sha}"
+    commit["commit"]["message"] = message
+    commit["commit"]["committer"]["date"] = committed_at
+    commit["commit"]["author"]["date"] = committed_at
+    commit["parents"] = [{"sha": _sha(f"{sha}:{i}"), "url": ""} for i in range(parents)]
+    return commit
 
 
 def _sha(text: str) -> str:
@@ -445,6 +462,7 @@ class FakeGitHub:
             self.login = LOGIN
             self.pull_requests: dict[str, dict[int, dict[str, Any]]] = {}  # by repository (lower case), number
             self.timelines: dict[tuple[str, int], list[dict[str, Any]]] = {}
+            self.commits: dict[tuple[str, int], list[dict[str, Any]]] = {}  # by (repository, number)
             self.deleted_pulls: set[tuple[str, int]] = set()
             self.hook_deliveries: dict[tuple[str, int], list[HookDelivery]] = {}  # by (repository, hook id)
             self.webhook_target: WebhookTarget | None = None  # where redeliveries go
@@ -458,6 +476,11 @@ class FakeGitHub:
             pr = self.pulls.setdefault((repo.lower(), number), PullRequestFiles())
             pr.heads[head_sha] = [file_entry(repo, head_sha, spec) for spec in files]
             pr.head, pr.head_at = head_sha, "9999"
+
+    def set_commits(self, repo: str, number: int, commits: list[tuple[str, str] | tuple[str, str, int]]) -> None:
+        """A PR's commits, oldest first: (message, committer date) or (message, committer date, parents)."""
+        with self._lock:
+            self.commits[(repo.lower(), number)] = [commit_object(repo, *commit) for commit in commits]
 
     def saw_head(self, repo: str, number: int, head_sha: str, at: str) -> None:
         """A delivery stamped `at` showed this head: it has one code file unless set before, and it is
@@ -690,6 +713,9 @@ class FakeGitHub:
         hook = re.fullmatch(r"/repos/([^/]+/[^/]+)/hooks/(\d+)/deliveries(?:/(\d+)(/attempts)?)?", path)
         if hook and (request.method == "POST") == bool(hook.group(4)):
             return self._hook(request, hook.group(1), int(hook.group(2)), hook.group(3), bool(hook.group(4)))
+        commits = re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/(\d+)/commits", path)
+        if commits and request.method == "GET":
+            return self._commits(request, commits.group(1), int(commits.group(2)))
         files = re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/(\d+)/files", path)
         if files:
             return self._files(request, files.group(1), int(files.group(2)))
@@ -809,6 +835,15 @@ class FakeGitHub:
         key = "created_at" if sort == "created" else "updated_at"
         listing.sort(key=lambda pr: (pr[key], pr["number"]), reverse=direction == "desc")
         return self._page(request, f"{self.url}/repositories/{repository_id}/pulls", listing)
+
+    def _commits(self, request: Request, repo: str, number: int) -> Response:
+        with self._lock:
+            key = (repo.lower(), number)
+            known = key in self.commits or key in self.pulls or number in self.pull_requests.get(key[0], {})
+            listing = copy.deepcopy(self.commits.get(key, []))
+        if not known or key in self.deleted_pulls:
+            return self._json(request, {"message": "Not Found"}, 404)
+        return self._page(request, f"{self.url}/repos/{repo}/pulls/{number}/commits", listing)
 
     def _timeline(self, request: Request, repo: str | None, number: int) -> Response:
         with self._lock:

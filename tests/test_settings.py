@@ -154,3 +154,23 @@ def test_a_narrator_url_that_is_not_http_is_refused_without_quoting_it(monkeypat
         load_settings()
     assert "TRACKER_LLM_BASE_URL must start with http:// or https://" in str(refused.value)
     assert "hunter2" not in str(refused.value)
+
+
+def test_the_narrator_temperature_and_prompt_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = load_settings()
+    assert (settings.llm_temperature, settings.llm_prompt_budget) == (0.0, 200_000)
+    monkeypatch.setenv("TRACKER_LLM_TEMPERATURE", "0.7")
+    monkeypatch.setenv("TRACKER_LLM_PROMPT_BUDGET", "60000")
+    assert (load_settings().llm_temperature, load_settings().llm_prompt_budget) == (0.7, 60_000)
+    for left_out in ("none", "None", ""):  # for models that accept only their default
+        monkeypatch.setenv("TRACKER_LLM_TEMPERATURE", left_out)
+        assert load_settings().llm_temperature is None
+    for name, wrong in (
+        ("TRACKER_LLM_TEMPERATURE", "3"),
+        ("TRACKER_LLM_TEMPERATURE", "warm"),
+        ("TRACKER_LLM_PROMPT_BUDGET", "500"),
+    ):
+        monkeypatch.setenv(name, wrong)
+        with pytest.raises((SettingsError, ValueError)):
+            load_settings()
+        monkeypatch.delenv(name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -40,6 +41,7 @@ from tracker.core.narration import (
     ThemeOutline,
     ThemeProse,
     count_words,
+    fit,
     glossary_terms,
     parse,
     prompt_messages,
@@ -244,6 +246,50 @@ def test_text_is_cut_to_the_limits() -> None:
     assert group.paths == files[:MAX_PATHS] and len(group.paths) == 25
     assert group.labels == labels[:MAX_LABELS] and len(group.labels) == 10
     assert group.commits == tuple(f"Step {i}" for i in range(MAX_COMMITS)) and len(group.commits) == 15
+
+
+def data_block(data: SectionInput) -> str:
+    lines = prompt_messages(data)[1]["content"].split("\n")
+    return "\n".join(lines[lines.index(DATA_START) + 1 : lines.index(DATA_END)])
+
+
+def large_section(count: int) -> SectionInput:
+    files = tuple(f"megatron/core/transformer/module_{i:02}.py" for i in range(30))
+    prs = [
+        PR(100 + i, MERGED, f"Rework part {i} of the router", body=f"Detail {i} " * 300, files=files, labels=("moe",))
+        for i in range(count)
+    ]
+    commits = {100 + i: [f"Step {j} of part {i}" for j in range(20)] for i in range(count)}
+    return section_input(report(prs), DELIVERED, commits=commits)
+
+
+def test_a_section_that_fits_its_budget_is_sent_as_it_is() -> None:
+    data = large_section(3)
+    assert fit(data, len(data_block(data))) is data
+
+
+def test_a_section_over_its_budget_is_cut_evenly_and_keeps_every_change() -> None:
+    data = large_section(40)
+    full = len(data_block(data))
+    budget = full // 3
+    cut = fit(data, budget)
+    assert cut is not None and len(data_block(cut)) <= budget
+    assert cut.change_ids == data.change_ids and cut.themes == data.themes
+    assert [g.title for g in cut.groups] == [g.title for g in data.groups]
+    assert [g.labels for g in cut.groups] == [g.labels for g in data.groups]
+    # the same cut for every change: no change is described at another's expense
+    assert len({(len(g.body), len(g.commits), len(g.paths)) for g in cut.groups}) == 1
+    first = next(g for g in cut.groups if g.id == "change-100")
+    assert len(first.body) < MAX_BODY and first.body.startswith("Detail 0 ") and first.body.endswith("…")
+    assert len(first.commits) < MAX_COMMITS and len(first.paths) < MAX_PATHS
+
+
+def test_a_section_whose_titles_alone_exceed_the_budget_does_not_fit() -> None:
+    data = large_section(40)
+    bare = replace(data, groups=tuple(replace(g, body="", commits=(), paths=()) for g in data.groups))
+    smallest = len(data_block(bare))
+    assert fit(data, smallest) == bare
+    assert fit(data, smallest - 1) is None
 
 
 def test_every_change_of_a_built_report_is_sent_once_in_its_outline() -> None:

@@ -75,6 +75,16 @@ def test_a_valid_answer_comes_back_with_its_model_and_token_counts(fake: FakeOpe
     assert sleeps == []
 
 
+def test_the_temperature_is_sent_as_configured_or_left_out(fake: FakeOpenAI, sleeps: list[float]) -> None:
+    for temperature in (0.3, None):
+        fake.script(Reply(ANSWER))
+        with client_for(fake, sleeps, temperature=temperature) as client:
+            ask(client)
+    configured, left_out = (request.body for request in fake.requests)
+    assert configured["temperature"] == 0.3
+    assert "temperature" not in left_out  # the model's default: some models refuse any other
+
+
 def test_the_request_asks_for_strict_json_schema_output_at_temperature_0(fake: FakeOpenAI, sleeps: list[float]) -> None:
     fake.script(Reply(ANSWER))
     with ChatClient(fake.url + "/", KEY, MODEL, sleep=sleeps.append) as client:  # a trailing slash is fine

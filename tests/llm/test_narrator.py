@@ -187,6 +187,19 @@ def test_a_rate_limit_waits_once_then_falls_back_and_says_when_to_come_back(fake
     assert all(s.english is None for s in result.sections)
 
 
+def test_a_section_too_large_for_the_prompt_budget_is_not_sent(fake: FakeOpenAI) -> None:
+    fake.script(reply(OPEN_VALID), reply(chinese(OPEN_VALID)))
+    delivered = narration.section_input(laid_out(PRS), DELIVERED)
+    in_progress = narration.section_input(laid_out(PRS), IN_PROGRESS)
+    budget = len(narration.prompt_messages(in_progress)[1]["content"])  # in progress fits, delivered does not
+    assert narration.fit(delivered, budget) is None
+    result = narrate(laid_out(PRS), client(fake), budget=budget)
+    assert result.fallbacks == (Fallback(DELIVERED, "english", "too_large"),)
+    assert len(fake.requests) == 2  # the in-progress section's English and Chinese only
+    narrated = result.section(IN_PROGRESS)
+    assert narrated is not None and narrated.english is not None
+
+
 def test_a_translation_that_drops_a_glossary_term_falls_back_in_both_languages(fake: FakeOpenAI) -> None:
     lossy = chinese(VALID)
     lossy["themes"][1]["highlights"][0]["sentence"] = "分片参数使用新的分组方式。"  # MFSDP and FullyParallel gone

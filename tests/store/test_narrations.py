@@ -20,7 +20,7 @@ from tracker.core.narration import (
     ThemeProse,
 )
 from tracker.core.report import DELIVERED, IN_PROGRESS
-from tracker.store.narrations import NarrationStore, StoredNarration, Usage, content_digest, narrations
+from tracker.store.narrations import NarrationStore, Spent, StoredNarration, Usage, content_digest, narrations
 from tracker.store.schema import metadata
 
 REPO = "Octo-Org/Octo-Repo"
@@ -274,3 +274,44 @@ def changed_group(**changes: object) -> SectionInput:
 )
 def test_the_digest_changes_with_the_data(changed: Callable[[], SectionInput]) -> None:
     assert content_digest(changed()) != content_digest(section_input())
+
+
+def test_the_bill_adds_up_and_pruning_leaves_it(store: NarrationStore) -> None:
+    store.spend(REPO, MONTH, "test-model", Spent(requests=2, prompt_tokens=1000, completion_tokens=100))
+    store.spend(REPO, MONTH, "test-model", Spent(requests=1, prompt_tokens=500, completion_tokens=0))
+    store.spend(REPO, MONTH, "gpt-other", Spent(requests=1, prompt_tokens=10, completion_tokens=1))
+    store.spend(REPO, "2026-10", "test-model", Spent(requests=4, prompt_tokens=7, completion_tokens=3))
+    store.spend("octo-org/other-repo", MONTH, "test-model", Spent(requests=9, prompt_tokens=9, completion_tokens=9))
+    store.spend(REPO, MONTH, "test-model", Spent())  # nothing asked: no row, no change
+    store.put(stored())
+    assert store.prune(REPO, MONTH, []) == 1
+    assert store.spent_by_month(REPO) == {
+        MONTH: Spent(requests=4, prompt_tokens=1510, completion_tokens=101),
+        "2026-10": Spent(requests=4, prompt_tokens=7, completion_tokens=3),
+    }
+    assert store.spent_by_month("nobody/nothing") == {}
+
+
+def _spend_many(database_url: str, times: int) -> None:
+    from tracker.store.database import connect
+
+    engine = connect(database_url)
+    try:
+        store = NarrationStore(engine)
+        for _ in range(times):
+            store.spend(REPO, MONTH, "test-model", Spent(requests=1, prompt_tokens=3, completion_tokens=2))
+    finally:
+        engine.dispose()
+
+
+def test_narrators_in_several_processes_each_add_their_spend(store: NarrationStore, database_url: str) -> None:
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    processes = [context.Process(target=_spend_many, args=(database_url, 40)) for _ in range(4)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(120)
+        assert process.exitcode == 0
+    assert store.spent_by_month(REPO) == {MONTH: Spent(requests=160, prompt_tokens=480, completion_tokens=320)}

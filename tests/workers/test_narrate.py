@@ -11,6 +11,7 @@ once), so whatever the scenario's themes are, the answer is valid.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -204,3 +205,126 @@ def test_the_command_says_what_is_missing(settings: Settings, monkeypatch: pytes
     answer = CliRunner().invoke(main, ["narrate", "--repo", REPO, "--month", MONTH])
     assert answer.exit_code != 0
     assert "set TRACKER_LLM_BASE_URL and TRACKER_LLM_MODEL" in answer.output
+
+
+def scheduled_narrations(app: Flask) -> list[float]:
+    """When the narrate jobs waiting in the github queue's schedule are due (epoch seconds)."""
+    from rq.registry import ScheduledJobRegistry
+
+    with app.app_context():
+        queue = services().github_queue
+        registry = ScheduledJobRegistry(queue=queue)  # type: ignore[no-untyped-call]
+        due = []
+        for job_id in registry.get_job_ids():
+            job = queue.fetch_job(job_id)
+            if job is not None and (job.description or "").startswith("narrate "):
+                due.append(registry.get_scheduled_time(job_id).timestamp())
+    return due
+
+
+def spent(client: FlaskClient) -> dict[str, Any]:
+    answer = client.get("/api/v1/status", headers={"Authorization": "Bearer test-admin-token"})
+    assert answer.status_code == 200
+    months = [m for m in answer.get_json()["narrator"]["months"] if m["month"] == MONTH]
+    assert len(months) == 1
+    month: dict[str, Any] = months[0]
+    return month
+
+
+def first_change(app: Flask, section_id: str) -> int:
+    from tracker.reports.loading import report_for, resolve
+
+    with app.app_context():
+        s = services()
+        report = report_for(s.state, s.config, resolve(s.state, s.config, REPO, MONTH, None), prose=False)
+    section = next(section for section in report.sections if section.id == section_id)
+    return section.changes[0].numbers[0]
+
+
+def test_commit_subjects_inside_the_window_are_sent_to_the_model(
+    narrated: tuple[Flask, FlaskClient], fake: FakeOpenAI, github: Any
+) -> None:
+    app, _ = narrated
+    number = first_change(app, "delivered")
+    github.set_commits(
+        REPO,
+        number,
+        [
+            ("Sketch the idea in April", "2026-04-10T12:00:00Z"),
+            ("Fold the expert weights in May\n\nSigned-off-by: someone", "2026-05-10T12:00:00Z"),
+            ("Merge branch 'main' into feature", "2026-05-11T12:00:00Z", 2),
+        ],
+    )
+    fake.script(*answers_for(app))
+    with app.app_context():
+        narrate_month(REPO, MONTH)
+    english = next(body for body in fake.bodies if "PR DATA" in body["messages"][1]["content"])
+    sent = english["messages"][1]["content"]
+    assert '"commits": ["Fold the expert weights in May"]' in sent  # the subject line only
+    assert "Sketch the idea in April" not in sent and "Merge branch" not in sent
+    assert english["temperature"] == 0
+    assert sum(f"/pulls/{number}/commits" in r for r in github.requests) == 1
+
+
+def test_a_rate_limited_endpoint_is_asked_again_when_it_says(
+    narrated: tuple[Flask, FlaskClient], fake: FakeOpenAI
+) -> None:
+    app, client = narrated
+    limited = Status(429, {"Retry-After": "120"}, {"error": {"message": "slow down", "type": "requests"}})
+    fake.script(limited)
+    chat = ChatClient(fake.url, None, "test-model", timeout=5.0, max_retries=0, sleep=lambda _: None)
+    before = time.time()
+    with app.app_context():
+        said = narrate_month(REPO, MONTH, client=chat)
+    assert "rate limited, again at" in said
+    assert len(fake.requests) == 1  # the other section is not asked either
+    [due] = scheduled_narrations(app)
+    assert before + 119 <= due <= time.time() + 121
+    assert report_json(client)["report"]["narrator"]["waiting"]  # deterministic meanwhile
+    assert spent(client)["requests"] == 1  # the refused request is on the bill
+
+
+def test_a_github_rate_limit_on_the_commits_waits_before_the_model_is_asked(
+    narrated: tuple[Flask, FlaskClient], fake: FakeOpenAI, github: Any
+) -> None:
+    from tests.fake_github import Scripted
+
+    app, _ = narrated
+    reset = int(time.time()) + 600
+    github.script(
+        r"/pulls/\d+/commits",
+        Scripted(403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset)}, {"message": "rate limit"}),
+    )
+    with app.app_context():
+        said = narrate_month(REPO, MONTH)
+    assert said.startswith("waiting for GitHub until ")
+    assert fake.requests == []
+    assert scheduled_narrations(app) == [reset + 1]
+
+
+def test_the_months_bill_counts_every_request_and_survives_pruning(
+    narrated: tuple[Flask, FlaskClient], fake: FakeOpenAI
+) -> None:
+    from tracker.store.narrations import NarrationStore
+
+    app, client = narrated
+    fake.script(Status(500), Status(500))  # one try per section, nothing stored
+    failing = ChatClient(fake.url, None, "test-model", timeout=5.0, max_retries=0, sleep=lambda _: None)
+    with app.app_context():
+        narrate_month(REPO, MONTH, client=failing)
+    assert spent(client)["requests"] == 2 and spent(client)["sections"] == 0
+    answers = answers_for(app)
+    fake.script(*answers)
+    with app.app_context():
+        narrate_month(REPO, MONTH)
+    bill = spent(client)
+    assert bill["requests"] == 2 + len(answers) and bill["sections"] == len(answers) // 2
+    assert bill["prompt_tokens"] == sum(r.prompt_tokens for r in answers) > 0  # the 500s cost no tokens
+    assert bill["completion_tokens"] == sum(r.completion_tokens for r in answers) > 0
+    with app.app_context():  # every section's content changed: its prose is pruned, the bill stays
+        assert NarrationStore(services().state.engine).prune(REPO, MONTH, []) == len(answers) // 2
+    after = spent(client)
+    assert after["sections"] == 0
+    assert {k: after[k] for k in ("requests", "prompt_tokens", "completion_tokens", "cost")} == {
+        k: bill[k] for k in ("requests", "prompt_tokens", "completion_tokens", "cost")
+    }
