@@ -11,7 +11,8 @@ deterministic text while there is none. A rate limit ends the job with the secti
 left for a job re-scheduled at the moment the endpoint gives (they read deterministically meanwhile);
 other failures of the endpoint leave them for the next hourly run. The input includes the subjects of
 the PRs' commits inside the window, read from GitHub (tracker.github.commits) for the sections to write;
-a GitHub rate limit or outage re-schedules the job before the model is asked anything. Every request's
+a GitHub rate limit re-schedules the job at GitHub's reset before the model is asked anything; a GitHub
+that cannot be reached leaves the commit subjects out. Every request's
 tokens are added to the month's bill (`NarrationStore.spend`), which pruning never touches.
 """
 
@@ -62,11 +63,13 @@ def narrate_month(full_name: str, month: str, client: ChatClient | None = None) 
     try:
         with services.github(full_name) as github:
             commits = commit_messages(github, full_name, numbers, report.snapshot.window)
-    except (RateLimited, Unavailable) as exc:  # the commit subjects are part of the input: wait for them
-        at = exc.retry_at if isinstance(exc, RateLimited) else time.time() + GITHUB_RETRY
-        enqueue_narrate(services.github_queue, full_name, month, at=at)
-        log.warning("narrator: %s %s: GitHub: %s; again at %s", full_name, month, exc, iso_utc(int(at)))
-        return f"waiting for GitHub until {iso_utc(int(at))}"
+    except RateLimited as exc:  # the commit subjects are part of the input: wait for them
+        enqueue_narrate(services.github_queue, full_name, month, at=exc.retry_at)
+        log.warning("narrator: %s %s: %s; asked again then", full_name, month, exc)
+        return f"waiting for GitHub until {iso_utc(int(exc.retry_at))}"
+    except Unavailable as exc:  # no date to wait for: a GitHub that stays away must not stop the prose
+        log.warning("narrator: %s %s: GitHub unavailable (%s); writing without commit subjects", full_name, month, exc)
+        commits = {}
     chat = client or _client(services)
     digests = dict(wanted)
     written = 0
@@ -120,9 +123,8 @@ def narrate_month(full_name: str, month: str, client: ChatClient | None = None) 
     return said
 
 
-# When the endpoint rate-limits without saying for how long, and when GitHub is down: seconds to wait.
+# When the endpoint rate-limits without saying for how long: seconds to wait.
 LLM_RETRY = 60.0
-GITHUB_RETRY = 300.0
 _TRANSIENT = frozenset({"timeout", "rate_limited", "connection", "http"})
 
 

@@ -328,3 +328,20 @@ def test_the_months_bill_counts_every_request_and_survives_pruning(
     assert {k: after[k] for k in ("requests", "prompt_tokens", "completion_tokens", "cost")} == {
         k: bill[k] for k in ("requests", "prompt_tokens", "completion_tokens", "cost")
     }
+
+
+def test_a_github_that_cannot_be_reached_leaves_the_commit_subjects_out(
+    narrated: tuple[Flask, FlaskClient], fake: FakeOpenAI, github: Any
+) -> None:
+    from tests.fake_github import Scripted
+
+    app, client = narrated
+    github.set_commits(REPO, first_change(app, "delivered"), [("Fold the expert weights", "2026-05-10T12:00:00Z")])
+    github.script(r"/pulls/\d+/commits", *[Scripted(503) for _ in range(3)])  # the client's three attempts
+    fake.script(*answers_for(app))
+    with app.app_context():
+        said = narrate_month(REPO, MONTH)
+    assert said.endswith("sections narrated")
+    assert scheduled_narrations(app) == []
+    assert not any("Fold the expert weights" in body["messages"][1]["content"] for body in fake.bodies)
+    assert report_json(client)["report"]["narrator"]["waiting"] == []
