@@ -15,6 +15,7 @@ from tracker.core.report import Report, build_report
 from tracker.core.snapshot import MonthSnapshot, build_snapshot
 from tracker.core.window import Window, resolve_window, today_in
 from tracker.reports.coverage import window_coverage_of
+from tracker.reports.digests import cached_inputs
 from tracker.reports.groupings import SharedGroupings
 from tracker.reports.prose import with_prose
 from tracker.reports.render import json_bytes
@@ -109,9 +110,13 @@ def report_for(
 ) -> Report:
     """The report model of the month at the cutoff: one read, then pure computation; with the narrator's
     stored prose when the repository uses it (`prose=False`: the deterministic report, which the
-    narrator describes). With `cache`, each section's grouping into themes is read from Redis when any
-    process computed it before, and kept there when computed (tracker.reports.groupings)."""
-    inputs = state.month_inputs(request.repo, str(request.window.month), request.window.end)
+    narrator describes). With `cache`, the month's inputs come from its digest when a worker kept one for
+    the month as it is (tracker.reports.digests), and each section's grouping into themes is read from
+    Redis when any process computed it before, and kept there when computed (tracker.reports.groupings)."""
+    window = request.window
+    inputs = cached_inputs(cache, state, request.repo, str(window.month), window.timezone, window.end)
+    if inputs is None:
+        inputs = state.month_inputs(request.repo, str(window.month), window.end)
     snapshot = _snapshot(state, config, request, inputs)
     report = build_report(snapshot, inputs.paths, config.themes_for(request.repo), group=SharedGroupings(cache))
     return with_prose(report, state.engine, config) if prose else report

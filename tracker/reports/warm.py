@@ -4,6 +4,8 @@ The first request for a month after a new delivery would otherwise pay for every
 the snapshot, the report model and above all its grouping into themes (tracker.reports.groupings), then
 the rendering. `warm_month` does that work in a worker, for the request most readers make (the month to
 date: `current`, the month without a cutoff, or today's cutoff, which are one window), and keeps:
+- the month's digest (tracker.reports.digests): its inputs at every cutoff, which any request of the
+  month at any cutoff reads instead of the database until the month changes again;
 - each section's grouping in Redis by content (40 days), which every other cutoff whose sections have the
   same content reads too, and any request after the next delivery whose sections did not change;
 - the month's documents (JSON, its summary, Markdown and HTML in both languages) in the render cache under
@@ -23,6 +25,7 @@ from redis import Redis
 from tracker.config import TrackerConfig
 from tracker.core.window import WindowError
 from tracker.reports.cache import keep, render_key
+from tracker.reports.digests import cached_inputs, keep_digest
 from tracker.reports.loading import UnknownRepository, report_for, resolve
 from tracker.reports.records import served_record
 from tracker.reports.render import FULL, SUMMARY, render_bytes
@@ -77,6 +80,9 @@ def warm_month(services: WarmServices, full_name: str, month: str) -> Warmed | N
         return None
     if served_record(RecordStore(state.engine), request) is not None:
         return None
+    window = request.window
+    if cached_inputs(cache, state, request.repo, str(window.month), window.timezone, window.end) is None:
+        keep_digest(cache, state, request.repo, str(window.month), window.timezone)  # every cutoff reads it
     keys = {document: render_key(state, config, request, *document) for document in DOCUMENTS}
     missing = [document for document, key in keys.items() if not cache.exists(key)]
     if missing:

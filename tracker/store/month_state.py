@@ -166,7 +166,7 @@ class MonthState:
                 )
             ).all()
             versions = {}
-            for number, rows in _version_candidates(conn, repo, numbers, end).items():
+            for number, rows in version_candidates(conn, repo, numbers, end).items():
                 chosen = version_at(rows, end)
                 if chosen is not None:
                     versions[number] = chosen
@@ -235,7 +235,7 @@ def best_facts(rows: Sequence[Any]) -> dict[tuple[int, str, str], tuple[int, int
     return {key: (key[0], at, key[1]) for key, (_rank, at) in chosen.items()}
 
 
-def _version_candidates(
+def version_candidates(
     conn: Connection, repo: str, numbers: Sequence[int], end: int
 ) -> dict[int, list[AttributeVersion]]:
     """For each PR, the versions at the last instant before `end` and at the first one at or after

@@ -1,0 +1,95 @@
+"""tracker.reports.digests: a month's digest kept by the warm job is what a request at any cutoff of the
+month reads instead of the database, only while the month is as it was when the digest was read; the next
+change makes it a miss and the request reads the database again. Real app, Redis and ledger."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from tests.paths import require_shared
+
+require_shared()
+
+from tests.reports.test_warm import REPO, TIMEZONE, deliver, this_month  # noqa: E402
+from tracker.core import clusters  # noqa: E402
+from tracker.reports.cache import rendered_bytes  # noqa: E402
+from tracker.reports.digests import cached_inputs, digest_key, month_ends  # noqa: E402
+from tracker.reports.loading import resolve  # noqa: E402
+from tracker.reports.warm import warm_month  # noqa: E402
+from tracker.services import Services  # noqa: E402
+from tracker.store.month_digest import decode, encode  # noqa: E402
+from tracker.web.context import services  # noqa: E402
+
+
+@pytest.fixture
+def built(app: Flask) -> Any:
+    with app.app_context():
+        yield services()
+
+
+def at_cutoff(built: Services, cutoff: str | None, cache: bool) -> dict[str, Any]:
+    clusters.forget()
+    request = resolve(built.state, built.config, REPO, str(this_month()), cutoff)
+    data = rendered_bytes(built.state, built.config, request, "json", "en", cache=built.redis if cache else None)
+    document: dict[str, Any] = json.loads(data)
+    return document
+
+
+def titles(document: dict[str, Any]) -> list[str]:
+    return sorted(pr["title"] for pr in document["pull_requests"])
+
+
+def test_the_warm_job_keeps_the_digest_every_cutoff_reads_until_the_month_changes(
+    app: Flask, client: FlaskClient, built: Services
+) -> None:
+    deliver(client, app, 1, "Add a paged KV cache for inference")
+    month = str(this_month())
+    redis = built.require_redis()
+    redis.flushdb()
+    key = digest_key(built.state, REPO, month, TIMEZONE)
+    assert cached_inputs(redis, built.state, REPO, month, TIMEZONE, month_ends(month, TIMEZONE)[-1]) is None
+    warm_month(built, REPO, month)
+    data = redis.get(key)
+    assert data is not None
+    # Every cutoff of the month reads it: a digest changed by hand shows in the answer (then put back).
+    digest = decode(data)
+    assert digest is not None
+    number, chosen = next(iter(digest.versions.items()))
+    altered = {number: tuple((first, replace(version, title="Read from the digest")) for first, version in chosen)}
+    redis.set(key, encode(replace(digest, versions=digest.versions | altered)))
+    redis.delete(*redis.scan_iter(match="tracker:render:*"))
+    assert titles(at_cutoff(built, None, cache=True)) == ["Read from the digest"]
+    redis.set(key, data)
+    redis.delete(*redis.scan_iter(match="tracker:render:*"))
+    assert at_cutoff(built, None, cache=True) == at_cutoff(built, None, cache=False)
+    # The next delivery moves the month's version: the digest is a miss until the next warm.
+    deliver(client, app, 2, "Speed up the data loader")
+    assert digest_key(built.state, REPO, month, TIMEZONE) != key
+    assert titles(at_cutoff(built, None, cache=True)) == [
+        "Add a paged KV cache for inference",
+        "Speed up the data loader",
+    ]
+    warm_month(built, REPO, month)
+    assert not redis.exists(key)  # the old version's digest is gone
+    assert redis.exists(digest_key(built.state, REPO, month, TIMEZONE))
+    assert at_cutoff(built, None, cache=True) == at_cutoff(built, None, cache=False)
+
+
+def test_month_ends_are_the_local_midnights_after_each_day() -> None:
+    ends = month_ends("2026-02", "Asia/Shanghai")
+    assert len(ends) == 28
+    assert ends[0] == 1769961600  # 2026-02-02 00:00 in Shanghai = 2026-02-01 16:00 UTC
+    assert all(later - earlier == 86400 for earlier, later in zip(ends, ends[1:], strict=False))
+    assert len(month_ends("2026-03", "America/New_York")) == 31
+    assert 82800 in {
+        b - a
+        for a, b in zip(
+            month_ends("2026-03", "America/New_York"), month_ends("2026-03", "America/New_York")[1:], strict=False
+        )
+    }  # the spring-forward day has 23 hours
