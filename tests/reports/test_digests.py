@@ -60,9 +60,11 @@ def test_the_warm_job_keeps_the_digest_every_cutoff_reads_until_the_month_change
     # Every cutoff of the month reads it: a digest changed by hand shows in the answer (then put back).
     digest = decode(data)
     assert digest is not None
-    number, chosen = next(iter(digest.versions.items()))
-    altered = {number: tuple((first, replace(version, title="Read from the digest")) for first, version in chosen)}
-    redis.set(key, encode(replace(digest, versions=digest.versions | altered)))
+    altered = [
+        [number, [[first, fields | {"title": "Read from the digest"}] for first, fields in chosen]]
+        for number, chosen in digest.versions
+    ]
+    redis.set(key, encode(replace(digest, versions=altered)))
     redis.delete(*redis.scan_iter(match="tracker:render:*"))
     assert titles(at_cutoff(built, None, cache=True)) == ["Read from the digest"]
     redis.set(key, data)

@@ -1,6 +1,7 @@
 """Month digests in Redis: a month's report inputs at every cutoff (tracker.store.month_digest), computed
 by a worker after the month changes (tracker.reports.warm) so that a request at any cutoff reads one key
-instead of the database: about 30 ms instead of 250 for a month of 1,400 PRs.
+instead of the database (for a month of 1,400 PRs: about 30 ms to parse, 15 to pick a cutoff's inputs,
+against 250–350 ms of SQL).
 
 A digest is kept under the month's version and the ledger's generation (which every change to the month,
 a head's verdict included, moves on), its time zone (which sets the window ends) and the code that reads

@@ -36,15 +36,19 @@ _KINDS = {kind.value: kind for kind in FactKind}
 
 @dataclass(frozen=True)
 class MonthDigest:
-    ends: tuple[int, ...]  # the window end of each cutoff day, ascending
-    facts: tuple[tuple[int, int, str], ...]  # (number, instant, kind): each fact at its best instant
-    # Per PR, (index of the first end it is chosen for, version), in the order of the ends.
-    versions: dict[int, tuple[tuple[int, AttributeVersion], ...]]
-    # (number, head sha) -> (category, whitespace only, evidence as JSON text: parsed only when a cutoff
-    # reads it, as most heads of a month are not the head any PR has at a given cutoff)
-    verdicts: dict[tuple[int, str], tuple[str, bool, str]]
-    paths: dict[tuple[int, str], tuple[str, ...]]
-    unavailable: frozenset[tuple[int, str]]
+    """Plain data (what JSON holds), so that reading one back costs a parse and nothing more: the
+    objects a cutoff needs are built by `inputs_at`, for that cutoff only (a month names about three
+    times as many versions and heads as any one cutoff reads)."""
+
+    ends: list[int]  # the window end of each cutoff day, ascending
+    facts: list[list[Any]]  # [number, instant, kind]: each fact at its best instant
+    # [number, [[index of the first end it is chosen for, version fields], ...]], in the order of the ends
+    versions: list[list[Any]]
+    # [number, head sha, category, whitespace only, evidence as JSON text (parsed only when read)]
+    verdicts: list[list[Any]]
+    path_table: list[str]  # every changed path once
+    paths: list[list[Any]]  # [number, head sha, [positions in path_table]]
+    unavailable: list[list[Any]]  # [number, head sha]
 
     def inputs_at(self, end: int) -> MonthInputs | None:
         """What `MonthState.month_inputs` reads for a window ending at `end`; None when `end` is not one
@@ -57,17 +61,25 @@ class MonthDigest:
             if at < end:
                 timelines[number].append(Fact(_KINDS[kind], at))
         versions: dict[int, AttributeVersion] = {}
-        for number, chosen in self.versions.items():
-            held = [version for first, version in chosen if first <= index]
+        for number, chosen in self.versions:
+            held = [fields for first, fields in chosen if first <= index]
             if held:
-                versions[number] = held[-1]
-        heads = [(number, version.head_sha) for number, version in versions.items()]
+                versions[number] = _attributes(held[-1])
+        heads = {(number, version.head_sha) for number, version in versions.items()}
         return MonthInputs(
             timelines=dict(timelines),
             versions=versions,
-            verdicts={head: _verdict(head[1], *self.verdicts[head]) for head in heads if head in self.verdicts},
-            unavailable=frozenset(head for head in heads if head in self.unavailable),
-            paths={head[0]: list(self.paths[head]) for head in heads if head in self.paths},
+            verdicts={
+                (number, sha): HeadVerdict(sha, Category(category), whitespace_only, orjson.loads(evidence))
+                for number, sha, category, whitespace_only, evidence in self.verdicts
+                if (number, sha) in heads
+            },
+            unavailable=frozenset((number, sha) for number, sha in self.unavailable if (number, sha) in heads),
+            paths={
+                number: [self.path_table[position] for position in positions]
+                for number, sha, positions in self.paths
+                if (number, sha) in heads
+            },
         )
 
 
@@ -82,7 +94,7 @@ def read_digest(engine: Engine, full_name: str, month: str, ends: Sequence[int])
             ).scalars()
         )
         if not numbers or not ends:
-            return MonthDigest(ends, (), {}, {}, {}, frozenset())
+            return MonthDigest(list(ends), [], [], [], [], [], [])
         fact_rows = conn.execute(
             select(pr_facts.c.number, pr_facts.c.kind, pr_facts.c.ident, pr_facts.c.at, pr_facts.c.rank).where(
                 pr_facts.c.repo == repo, pr_facts.c.number.in_(numbers)
@@ -99,15 +111,17 @@ def read_digest(engine: Engine, full_name: str, month: str, ends: Sequence[int])
             known[row.number].append(_version(row))
         for number, rows in version_candidates(conn, repo, numbers, ends[-1]).items():
             known[number].extend(version for version in rows if version.at >= ends[-1])
-        versions: dict[int, tuple[tuple[int, AttributeVersion], ...]] = {}
+        versions: list[list[Any]] = []
+        named: set[tuple[int, str]] = set()
         for number, rows in known.items():
             chosen: list[tuple[int, AttributeVersion]] = []
             for index, end in enumerate(ends):
                 version = version_at(rows, end)
                 if version is not None and (not chosen or chosen[-1][1] != version):
                     chosen.append((index, version))
-            versions[number] = tuple(chosen)
-        heads = sorted({(number, version.head_sha) for number, chosen in versions.items() for _, version in chosen})
+            versions.append([number, [[first, _fields(version)] for first, version in chosen]])
+            named.update((number, version.head_sha) for _, version in chosen)
+        heads = sorted(named)
         verdict_rows: Sequence[Any] = []
         path_rows: Sequence[Any] = []
         gone: Sequence[Any] = []
@@ -129,18 +143,20 @@ def read_digest(engine: Engine, full_name: str, month: str, ends: Sequence[int])
                     tuple_(head_table.c.number, head_table.c.head_sha).in_(heads),
                 )
             ).all()
-    paths: dict[tuple[int, str], list[str]] = defaultdict(list)
+    table: dict[str, int] = {}
+    paths: dict[tuple[int, str], list[int]] = defaultdict(list)
     for number, sha, path in path_rows:
-        paths[(number, sha)].append(path)
+        paths[(number, sha)].append(table.setdefault(path, len(table)))
     return MonthDigest(
-        ends=ends,
-        facts=tuple(best_facts(fact_rows).values()),
+        ends=list(ends),
+        facts=[list(fact) for fact in best_facts(fact_rows).values()],
         versions=versions,
-        verdicts={
-            (row.number, row.head_sha): (row.category, bool(row.whitespace_only), row.evidence) for row in verdict_rows
-        },
-        paths={head: tuple(listed) for head, listed in paths.items()},
-        unavailable=frozenset((number, sha) for number, sha in gone),
+        verdicts=[
+            [row.number, row.head_sha, row.category, bool(row.whitespace_only), row.evidence] for row in verdict_rows
+        ],
+        path_table=list(table),
+        paths=[[number, sha, positions] for (number, sha), positions in paths.items()],
+        unavailable=[[number, sha] for number, sha in gone],
     )
 
 
@@ -161,53 +177,20 @@ def _version(row: Any) -> AttributeVersion:
 
 
 def encode(digest: MonthDigest) -> bytes:
-    """JSON bytes; each path is written once (a month's heads share most of theirs)."""
-    table = sorted({path for listed in digest.paths.values() for path in listed})
-    index = {path: position for position, path in enumerate(table)}
-    return orjson.dumps(
-        {
-            "format": FORMAT,
-            "ends": digest.ends,
-            "facts": digest.facts,
-            "versions": [
-                [number, [[first, asdict(version)] for first, version in chosen]]
-                for number, chosen in digest.versions.items()
-            ],
-            "verdicts": [[number, sha, *verdict] for (number, sha), verdict in digest.verdicts.items()],
-            "path_table": table,
-            "paths": [
-                [number, sha, [index[path] for path in listed]] for (number, sha), listed in digest.paths.items()
-            ],
-            "unavailable": sorted(digest.unavailable),
-        }
-    )
+    return orjson.dumps({"format": FORMAT, **asdict(digest)})
 
 
 def decode(data: bytes) -> MonthDigest | None:
     """The digest `encode` made, or None for another format."""
     document = orjson.loads(data)
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
+    if not isinstance(document, dict) or document.pop("format", None) != FORMAT:
         return None
-    table = document["path_table"]
-    return MonthDigest(
-        ends=tuple(document["ends"]),
-        facts=tuple((number, at, kind) for number, at, kind in document["facts"]),
-        versions={
-            number: tuple((first, _attributes(fields)) for first, fields in chosen)
-            for number, chosen in document["versions"]
-        },
-        verdicts={
-            (number, sha): (category, whitespace_only, evidence)
-            for number, sha, category, whitespace_only, evidence in document["verdicts"]
-        },
-        paths={(number, sha): tuple(table[i] for i in listed) for number, sha, listed in document["paths"]},
-        unavailable=frozenset((number, sha) for number, sha in document["unavailable"]),
-    )
+    return MonthDigest(**document)
+
+
+def _fields(version: AttributeVersion) -> dict[str, Any]:
+    return asdict(version) | {"labels": list(version.labels)}  # as JSON gives it back
 
 
 def _attributes(fields: dict[str, Any]) -> AttributeVersion:
     return AttributeVersion(**(fields | {"labels": tuple(fields["labels"])}))
-
-
-def _verdict(head_sha: str, category: str, whitespace_only: bool, evidence: str) -> HeadVerdict:
-    return HeadVerdict(head_sha, Category(category), whitespace_only, orjson.loads(evidence))
