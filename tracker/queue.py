@@ -14,7 +14,7 @@ from typing import Any
 from redis import ConnectionPool, Redis
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 from redis.retry import Retry as RedisRetry
 from rq import Queue, Retry
 from rq.job import JOB_ID_PATTERN, Job, JobStatus
@@ -233,9 +233,10 @@ def enqueue_head_fetches(queue: Queue, wanted: Sequence[tuple[str, str, int, str
     if not wanted:
         return 0
     expires = int(time.time()) + FETCH_MARKER_GRACE
+    run = redis_run(queue.connection)
     pipe = queue.connection.pipeline(transaction=False)
     for _full_name, repo, number, head_sha, _base_sha in wanted:
-        pipe.set(fetch_marker(repo, number, head_sha), 0, exat=expires, nx=True)
+        pipe.set(fetch_marker(repo, number, head_sha), run, exat=expires, nx=True)
     asked = [head for head, marked in zip(wanted, pipe.execute(), strict=True) if marked]
     if not asked:
         return 0
@@ -269,8 +270,31 @@ def fetch_job_id(repo: str, number: int, head_sha: str) -> str:
 
 
 def fetch_marker(repo: str, number: int, head_sha: str) -> str:
-    """Set while a fetch of the head's files is on its way (until it is done, or its grace lapses)."""
+    """Set while a fetch of the head's files is on its way (until it is done, or its grace lapses). Its
+    value is the Redis run that set it (`redis_run`): see `forget_markers_of_earlier_runs`."""
     return f"tracker:fetch:{fetch_job_id(repo, number, head_sha)}"
+
+
+def redis_run(connection: Redis) -> str:
+    """The Redis server's run id, new at each start, or "" where INFO is refused (some hosted Redis)."""
+    try:
+        return str(connection.info("server").get("run_id", ""))
+    except ResponseError:
+        return ""
+
+
+def forget_markers_of_earlier_runs(connection: Redis, heads: Sequence[tuple[str, int, str]]) -> int:
+    """Delete the fetch markers of these heads (repo, number, sha) that a Redis run before this one set.
+    A Redis restarted from its append-only file brings the markers back, but not a job a worker had
+    already taken; without this, such a head would wait for its marker to lapse (15 minutes). A marker
+    whose job did come back only costs a second fetch, which finds the head known. How many it deleted."""
+    run = redis_run(connection)
+    if not run or not heads:
+        return 0
+    keys = [fetch_marker(repo, number, sha) for repo, number, sha in heads]
+    values = connection.mget(keys)
+    stale = [key for key, value in zip(keys, values, strict=True) if value is not None and value != run.encode()]
+    return int(connection.delete(*stale)) if stale else 0
 
 
 def enqueue_head_fetch(
@@ -291,7 +315,8 @@ def enqueue_head_fetch(
     identifier = fetch_job_id(repo, number, head_sha)
     marker = fetch_marker(repo, number, head_sha)
     due = at if at is not None else time.time()
-    if not queue.connection.set(marker, attempt, exat=int(due) + FETCH_MARKER_GRACE, nx=not reschedule):
+    run = redis_run(queue.connection)
+    if not queue.connection.set(marker, run, exat=int(due) + FETCH_MARKER_GRACE, nx=not reschedule):
         return False
     arguments = (full_name, number, head_sha, base_sha, attempt)
     # Each attempt has its own job id: a running job must not overwrite itself when it re-schedules.

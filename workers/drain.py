@@ -28,11 +28,18 @@ from collections.abc import Sequence
 from typing import cast
 
 from redis import Redis
-from redis.exceptions import LockNotOwnedError, ResponseError
+from redis.exceptions import LockNotOwnedError
 from redis.lock import Lock
 
 from tracker.core.derive import PULL_REQUEST, Derivation, derive
-from tracker.queue import DRAIN_WAITING_KEY, DRAIN_WAITING_TTL, ask_for_drain, enqueue_deliveries, enqueue_head_fetches
+from tracker.queue import (
+    DRAIN_WAITING_KEY,
+    DRAIN_WAITING_TTL,
+    ask_for_drain,
+    enqueue_deliveries,
+    enqueue_head_fetches,
+    redis_run,
+)
 from tracker.services import Services
 from tracker.store.database import checkpoint
 from tracker.store.installations import InstallationStore
@@ -106,7 +113,7 @@ def take_lock(connection: Redis) -> Lock | None:
     rather than after LOCK_TIMEOUT. Its drain lost its connection with the restart and fails at its
     next Redis command; should it still be finishing a batch, applying is idempotent."""
     lock: Lock = connection.lock(LOCK_KEY, timeout=LOCK_TIMEOUT, blocking_timeout=LOCK_WAIT)
-    run = _run_id(connection)
+    run = redis_run(connection)
     token = f"{run}:{uuid.uuid4().hex}"
     if lock.acquire(token=token, blocking=False):
         return lock
@@ -118,14 +125,6 @@ def take_lock(connection: Redis) -> Lock | None:
         except LockNotOwnedError:  # it lapsed, or another drain took it over first
             pass
     return lock if lock.acquire(token=token) else None
-
-
-def _run_id(connection: Redis) -> str:
-    """The Redis server's run id, or "" where INFO is not allowed (some hosted Redis)."""
-    try:
-        return str(connection.info("server").get("run_id", ""))
-    except ResponseError:
-        return ""
 
 
 def process_batch(services: Services, batch: Sequence[Delivery]) -> int:

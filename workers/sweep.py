@@ -5,7 +5,9 @@ killed mid-batch, or a Redis that lost its queue leaves deliveries `pending` in 
 job coming. The ledger decides: if any never-tried delivery is still pending past the grace, the
 sweep queues a drain (workers.drain). A delivery retried on its own (it failed once in a batch)
 whose job is no longer really waiting (queued and in its queue, or scheduled for a retry) gets its
-job again. Processing is idempotent, so the rare double costs a little work and no harm.
+job again. Processing is idempotent, so the rare double costs a little work and no harm. A head
+still without files gets a fetch unless one is on its way; a fetch marker set before Redis last
+restarted does not count (its job may be lost with the restart: tracker.queue.forget_markers_of_earlier_runs).
 """
 
 from __future__ import annotations
@@ -16,7 +18,15 @@ import threading
 from redis.exceptions import RedisError
 
 from tracker.core.repository import repository_key
-from tracker.queue import ask_for_drain, enqueue_deliveries, enqueue_head_fetches, job_id, wait_for_redis, waiting_jobs
+from tracker.queue import (
+    ask_for_drain,
+    enqueue_deliveries,
+    enqueue_head_fetches,
+    forget_markers_of_earlier_runs,
+    job_id,
+    wait_for_redis,
+    waiting_jobs,
+)
 from tracker.services import Services
 from tracker.store.ledger import PENDING, now_ms
 
@@ -46,13 +56,14 @@ def sweep(services: Services, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> i
     if lost:
         enqueue_deliveries(queue, lost)
         log.info("sweep re-enqueued %d deliveries being retried", len(lost))
-    asked = enqueue_head_fetches(
-        services.github_queue,
-        [
-            (head.full_name, repository_key(head.full_name), head.number, head.head_sha, head.base_sha)
-            for head in services.heads.missing()
-        ],
-    )
+    missing = [
+        (head.full_name, repository_key(head.full_name), head.number, head.head_sha, head.base_sha)
+        for head in services.heads.missing()
+    ]
+    forgotten = forget_markers_of_earlier_runs(queue.connection, [(repo, n, sha) for _f, repo, n, sha, _b in missing])
+    if forgotten:
+        log.info("sweep forgot %d fetch markers set before Redis restarted", forgotten)
+    asked = enqueue_head_fetches(services.github_queue, missing)
     if asked:
         log.info("sweep asked for the files of %d heads", asked)
     return len(fresh) + len(lost)

@@ -250,6 +250,35 @@ def test_the_sweep_asks_again_for_files_lost_with_redis(app: Flask, client: Flas
     assert snapshot(client)["pending_classification"] == 0
 
 
+def test_a_fetch_marker_from_before_a_redis_restart_does_not_hold_the_sweep_back(
+    app: Flask, client: FlaskClient, github: FakeGitHub
+) -> None:
+    """Redis restarted from its append-only file: the marker of a fetch came back, the job a worker had
+    taken did not. The sweep asks again at once instead of 15 minutes later; a marker of this run is a
+    fetch on its way, and the sweep adds none."""
+    from rq import SimpleWorker
+
+    from tracker.queue import fetch_marker, redis_run
+    from workers.sweep import sweep
+
+    story = PullRequestStory(1, at("2026-09-02T01:00:00Z")).opened()
+    deliver(client, story)
+    with app.app_context():
+        s = services()
+        SimpleWorker([s.delivery_queue], connection=s.redis).work(burst=True)  # the drain: a fetch is queued
+        marker = fetch_marker(REPO.lower(), 1, head_of(story, 0))
+        assert s.redis.get(marker) == redis_run(s.redis).encode()
+        s.github_queue.empty()  # the job was taken by a worker that died with Redis
+        sweep(s, grace_seconds=0)
+        assert s.github_queue.count == 0  # this run's marker: a fetch is on its way
+        s.redis.set(marker, "a-run-before-the-restart", ex=900)
+        sweep(s, grace_seconds=0)
+        assert s.github_queue.count == 1
+        assert s.redis.get(marker) == redis_run(s.redis).encode()
+    run_jobs(app)
+    assert snapshot(client)["pending_classification"] == 0
+
+
 def test_rebuild_reclassifies_under_a_new_config_without_calling_github(
     app: Flask, client: FlaskClient, github: FakeGitHub, tmp_path: Path
 ) -> None:
