@@ -492,7 +492,9 @@ class InProcess:
             return
         tree = [key for key in processes(self.process.pid) if key[0] != self.process.pid]
         if self.process.is_alive():
-            self.process.terminate()  # SystemExit in it: its pool terminates its workers
+            # It dies at once (forked children keep no Python SIGTERM handler: bench/_stack.py); the
+            # workers of its load generator's pool, if any are left, are stopped below by pid.
+            self.process.terminate()
             self.process.join(5)
         if self.process.is_alive():
             self.process.kill()

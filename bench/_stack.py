@@ -8,6 +8,10 @@
   end; use a spare database number such as redis://127.0.0.1:6379/15); otherwise the project's
   embedded Redis, started under the data directory.
 - Child processes get their own process group and are stopped (TERM, then KILL) by their ids.
+- SIGTERM: while a Stack is open the benchmark's own process turns it into SystemExit (so that the
+  `with` block still stops children and deletes files); every process forked meanwhile (the load
+  generator's pool, the delivery builders, service.py's helpers) gets SIGTERM's default action back
+  at once, in the fork itself (see `_default_sigterm_in_child`).
 """
 
 from __future__ import annotations
@@ -45,9 +49,32 @@ def tracker_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "tracker"]
 
 
-def _stop_on_sigterm() -> None:
-    # Turn SIGTERM into SystemExit so that `with Stack()` still stops children and deletes files.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    # SIGTERM as SystemExit, so that `with Stack()` still stops children and deletes files.
+    sys.exit(143)
+
+
+def _default_sigterm_in_child() -> None:
+    """Forked children must not keep `_exit_on_sigterm`: they die at SIGTERM, as by default.
+
+    A Python signal handler does not run when the signal arrives: the C handler only notes it, and
+    the interpreter calls the Python function at its next check between bytecodes, or when a blocking
+    call the signal interrupted returns EINTR. A SIGTERM that lands just before a process blocks
+    interrupts nothing and is never acted on. That is what hung the benchmarks: `Pool.terminate` (at
+    the end of every `with Pool(...)`: `_load.run`, `_stories.stories`) holds the task queue's read
+    lock and sends SIGTERM to the workers; a worker that got it just before blocking on that lock
+    slept for ever with the signal noted (CPython's `Handlers[SIGTERM].tripped` set, seen in gdb),
+    and the pool's `join` of that worker waited for ever. With SIG_DFL the kernel ends the worker
+    whatever it is doing.
+
+    Registered with `os.register_at_fork`, so it runs in every forked child before any of its Python
+    code (pool workers, `multiprocessing` processes, a bare `os.fork`); it does nothing unless the
+    Stack's handler is the one installed."""
+    if signal.getsignal(signal.SIGTERM) is _exit_on_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+os.register_at_fork(after_in_child=_default_sigterm_in_child)
 
 
 class Stack:
@@ -73,7 +100,8 @@ class Stack:
     # --- set-up -------------------------------------------------------------------------------
 
     def __enter__(self) -> Stack:
-        _stop_on_sigterm()
+        self._sigterm_before = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
         self._cpu_at_start = (_machine_cpu(), _own_cpu())
         try:
             self._start()
@@ -228,6 +256,10 @@ class Stack:
             print(f"kept {self.directory}")
         else:
             shutil.rmtree(self.directory, ignore_errors=True)
+        before = getattr(self, "_sigterm_before", None)
+        if before is not None:  # None: a handler not installed from Python, nothing to put back
+            signal.signal(signal.SIGTERM, before)
+            self._sigterm_before = None
 
 
 def _closed_port() -> int:

@@ -50,11 +50,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import multiprocessing.util
 import os
 import random
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -943,24 +941,7 @@ def parse() -> argparse.Namespace:
     return args
 
 
-class _ForkedChildren:
-    """Forked helper processes (the load generators' pools, the delivery builders, `InProcess`,
-    `Background`) die at SIGTERM, as by default. They inherit the Stack's SIGTERM handler (Python
-    code that raises SystemExit, so that the benchmark can stop what it started), and Python runs a
-    handler only between bytecodes: a SIGTERM from `Pool.terminate` that lands after a pool worker
-    sent its last result and before it blocks again on the task queue's lock is noted, never acted
-    on, and the benchmark waited for that worker for ever (seen twice in three quick runs)."""
-
-    @staticmethod
-    def after_fork(_: object) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-_FORKED = _ForkedChildren()  # multiprocessing keeps a weak reference: it must stay alive
-
-
 def main() -> int:
-    multiprocessing.util.register_after_fork(_FORKED, _ForkedChildren.after_fork)
     args = parse()
     ignored = [name for name in ("TRACKER_DATABASE_URL", "REDIS_URL") if os.environ.pop(name, None)]
     if ignored:
