@@ -2,7 +2,7 @@
 
 `POST /bare` reads the body and answers 202 with no other work, so the baseline runs in the same
 gunicorn master, the same worker processes and the same Flask app as `POST /webhook`. The server is
-tracker.server.WebServer (what `tracker web` runs: sync workers), only loading this app instead.
+tracker.server.WebServer (what `tracker web` runs: gunicorn with its buffering worker), only loading this app instead.
 
     python bench/ingest_app.py --port 8000 --processes 2   # settings from the environment
 """
