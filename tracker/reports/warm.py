@@ -25,7 +25,7 @@ from redis import Redis
 from tracker.config import TrackerConfig
 from tracker.core.window import WindowError
 from tracker.reports.cache import keep, render_key
-from tracker.reports.digests import cached_inputs, keep_digest
+from tracker.reports.digests import digest_key, keep_digest
 from tracker.reports.loading import UnknownRepository, report_for, resolve
 from tracker.reports.records import served_record
 from tracker.reports.render import FULL, SUMMARY, render_bytes
@@ -81,7 +81,7 @@ def warm_month(services: WarmServices, full_name: str, month: str) -> Warmed | N
     if served_record(RecordStore(state.engine), request) is not None:
         return None
     window = request.window
-    if cached_inputs(cache, state, request.repo, str(window.month), window.timezone, window.end) is None:
+    if not cache.exists(digest_key(state, request.repo, str(window.month), window.timezone)):
         keep_digest(cache, state, request.repo, str(window.month), window.timezone)  # every cutoff reads it
     keys = {document: render_key(state, config, request, *document) for document in DOCUMENTS}
     missing = [document for document, key in keys.items() if not cache.exists(key)]

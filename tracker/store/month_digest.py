@@ -19,16 +19,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, select, tuple_
+from sqlalchemy import Engine, select
 
 from tracker.core.attributes import AttributeVersion, version_at
 from tracker.core.classify import Category, HeadVerdict
 from tracker.core.repository import repository_key
 from tracker.core.timeline import Fact, FactKind
-from tracker.store.heads import UNAVAILABLE
-from tracker.store.month_state import MonthInputs, best_facts, version_candidates
-from tracker.store.schema import head_files, head_verdicts, month_activity, pr_facts, pr_versions
-from tracker.store.schema import heads as head_table
+from tracker.store.month_state import MonthInputs, best_facts, head_details, version_candidates, version_from_row
+from tracker.store.schema import month_activity, pr_facts, pr_versions
 
 FORMAT = 1  # of `encode`; part of the cache key
 _KINDS = {kind.value: kind for kind in FactKind}
@@ -108,7 +106,7 @@ def read_digest(engine: Engine, full_name: str, month: str, ends: Sequence[int])
                 pr_versions.c.repo == repo, pr_versions.c.number.in_(numbers), pr_versions.c.at < ends[-1]
             )
         ):
-            known[row.number].append(_version(row))
+            known[row.number].append(version_from_row(row))
         for number, rows in version_candidates(conn, repo, numbers, ends[-1]).items():
             known[number].extend(version for version in rows if version.at >= ends[-1])
         versions: list[list[Any]] = []
@@ -122,27 +120,7 @@ def read_digest(engine: Engine, full_name: str, month: str, ends: Sequence[int])
             versions.append([number, [[first, _fields(version)] for first, version in chosen]])
             named.update((number, version.head_sha) for _, version in chosen)
         heads = sorted(named)
-        verdict_rows: Sequence[Any] = []
-        path_rows: Sequence[Any] = []
-        gone: Sequence[Any] = []
-        if heads:
-            verdict_rows = conn.execute(
-                select(head_verdicts).where(
-                    head_verdicts.c.repo == repo, tuple_(head_verdicts.c.number, head_verdicts.c.head_sha).in_(heads)
-                )
-            ).all()
-            path_rows = conn.execute(
-                select(head_files.c.number, head_files.c.head_sha, head_files.c.path)
-                .where(head_files.c.repo == repo, tuple_(head_files.c.number, head_files.c.head_sha).in_(heads))
-                .order_by(head_files.c.number, head_files.c.head_sha, head_files.c.position)
-            ).all()
-            gone = conn.execute(
-                select(head_table.c.number, head_table.c.head_sha).where(
-                    head_table.c.repo == repo,
-                    head_table.c.source == UNAVAILABLE,
-                    tuple_(head_table.c.number, head_table.c.head_sha).in_(heads),
-                )
-            ).all()
+        verdict_rows, path_rows, gone = head_details(conn, repo, heads)
     table: dict[str, int] = {}
     paths: dict[tuple[int, str], list[int]] = defaultdict(list)
     for number, sha, path in path_rows:
@@ -157,22 +135,6 @@ def read_digest(engine: Engine, full_name: str, month: str, ends: Sequence[int])
         path_table=list(table),
         paths=[[number, sha, positions] for (number, sha), positions in paths.items()],
         unavailable=[[number, sha] for number, sha in gone],
-    )
-
-
-def _version(row: Any) -> AttributeVersion:
-    return AttributeVersion(
-        at=row.at,
-        delivery_id=row.delivery_id,
-        title=row.title,
-        body=row.body,
-        base_ref=row.base_ref,
-        head_ref=row.head_ref,
-        head_sha=row.head_sha,
-        labels=tuple(orjson.loads(row.labels)),
-        draft=bool(row.draft),
-        author=row.author,
-        observed=bool(row.observed),
     )
 
 

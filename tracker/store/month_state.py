@@ -171,39 +171,7 @@ class MonthState:
                 if chosen is not None:
                     versions[number] = chosen
             heads = [(number, version.head_sha) for number, version in versions.items()]
-            verdict_rows = (
-                conn.execute(
-                    select(head_verdicts).where(
-                        head_verdicts.c.repo == repo,
-                        tuple_(head_verdicts.c.number, head_verdicts.c.head_sha).in_(heads),
-                    )
-                ).all()
-                if heads
-                else []
-            )
-            path_rows = (
-                conn.execute(
-                    select(head_files.c.number, head_files.c.path)
-                    .where(
-                        head_files.c.repo == repo,
-                        tuple_(head_files.c.number, head_files.c.head_sha).in_(heads),
-                    )
-                    .order_by(head_files.c.number, head_files.c.position)
-                ).all()
-                if heads
-                else []
-            )
-            gone = (
-                conn.execute(
-                    select(head_table.c.number, head_table.c.head_sha).where(
-                        head_table.c.repo == repo,
-                        head_table.c.source == UNAVAILABLE,
-                        tuple_(head_table.c.number, head_table.c.head_sha).in_(heads),
-                    )
-                ).all()
-                if heads
-                else []
-            )
+            verdict_rows, path_rows, gone = head_details(conn, repo, heads)
         timelines: dict[int, list[Fact]] = defaultdict(list)
         kinds = {kind.value: kind for kind in FactKind}
         for fact in best_facts(fact_rows).values():
@@ -211,7 +179,7 @@ class MonthState:
                 timelines[fact[0]].append(Fact(kinds[fact[2]], fact[1]))
         verdicts = {(row.number, row.head_sha): verdict_from_row(row) for row in verdict_rows}
         paths: dict[int, list[str]] = defaultdict(list)
-        for number, path in path_rows:
+        for number, _sha, path in path_rows:  # one head per PR here
             paths[number].append(path)
         return MonthInputs(
             timelines=dict(timelines),
@@ -257,22 +225,52 @@ def version_candidates(
             ),
         )
         for row in conn.execute(query):
-            found[row.number].append(
-                AttributeVersion(
-                    at=row.at,
-                    delivery_id=row.delivery_id,
-                    title=row.title,
-                    body=row.body,
-                    base_ref=row.base_ref,
-                    head_ref=row.head_ref,
-                    head_sha=row.head_sha,
-                    labels=tuple(orjson.loads(row.labels)),
-                    draft=bool(row.draft),
-                    author=row.author,
-                    observed=bool(row.observed),
-                )
-            )
+            found[row.number].append(version_from_row(row))
     return found
+
+
+def version_from_row(row: Any) -> AttributeVersion:
+    """A `pr_versions` row as the version it records."""
+    return AttributeVersion(
+        at=row.at,
+        delivery_id=row.delivery_id,
+        title=row.title,
+        body=row.body,
+        base_ref=row.base_ref,
+        head_ref=row.head_ref,
+        head_sha=row.head_sha,
+        labels=tuple(orjson.loads(row.labels)),
+        draft=bool(row.draft),
+        author=row.author,
+        observed=bool(row.observed),
+    )
+
+
+def head_details(
+    conn: Connection, repo: str, heads: Sequence[tuple[int, str]]
+) -> tuple[Sequence[Any], Sequence[Any], Sequence[Any]]:
+    """For these (number, head sha): their `head_verdicts` rows, their changed paths as (number, sha,
+    path) in each head's order, and the (number, sha) of those GitHub no longer has."""
+    if not heads:
+        return [], [], []
+    verdicts = conn.execute(
+        select(head_verdicts).where(
+            head_verdicts.c.repo == repo, tuple_(head_verdicts.c.number, head_verdicts.c.head_sha).in_(heads)
+        )
+    ).all()
+    paths = conn.execute(
+        select(head_files.c.number, head_files.c.head_sha, head_files.c.path)
+        .where(head_files.c.repo == repo, tuple_(head_files.c.number, head_files.c.head_sha).in_(heads))
+        .order_by(head_files.c.number, head_files.c.head_sha, head_files.c.position)
+    ).all()
+    gone = conn.execute(
+        select(head_table.c.number, head_table.c.head_sha).where(
+            head_table.c.repo == repo,
+            head_table.c.source == UNAVAILABLE,
+            tuple_(head_table.c.number, head_table.c.head_sha).in_(heads),
+        )
+    ).all()
+    return verdicts, paths, gone
 
 
 def write_derivations(conn: Connection, items: Sequence[tuple[str, Derivation]], source: str = WEBHOOK) -> None:
