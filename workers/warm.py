@@ -65,4 +65,7 @@ def warm_month(full_name: str, month: str) -> str:
     warmed = warm.warm_month(services, full_name, month)
     if warmed is None:
         return f"nothing to warm for {month} of {full_name}"
-    return f"{month} of {full_name} through {warmed.cutoff}: {warmed.rendered} rendered, {warmed.cached} cached"
+    return (
+        f"{month} of {full_name} through {warmed.cutoff}: {warmed.earlier} earlier cutoffs grouped, "
+        f"{warmed.rendered} rendered, {warmed.cached} cached"
+    )

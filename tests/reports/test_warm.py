@@ -6,7 +6,7 @@ webhook and the worker's jobs."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -23,7 +23,7 @@ from tests.conftest import post, release_due_jobs, run_jobs  # noqa: E402
 from tests.factory import PullRequestStory  # noqa: E402
 from tracker.core import clusters  # noqa: E402
 from tracker.core.window import Month, month_window, today_in  # noqa: E402
-from tracker.reports import groupings  # noqa: E402
+from tracker.reports import groupings, warm  # noqa: E402
 from tracker.reports.cache import render_key, rendered_bytes  # noqa: E402
 from tracker.reports.loading import resolve  # noqa: E402
 from tracker.reports.warm import DOCUMENTS, warm_month  # noqa: E402
@@ -152,3 +152,49 @@ def test_the_job_says_what_it_did(app: Flask, client: FlaskClient, built: Servic
     assert warm_job.warm_month(REPO, month).endswith(f"{len(DOCUMENTS)} rendered, 0 cached")
     assert warm_job.warm_month(REPO, month).endswith(f"0 rendered, {len(DOCUMENTS)} cached")
     assert warm_job.warm_month("someone/else", month) == f"nothing to warm for {month} of someone/else"
+
+
+def deliver_in(client: FlaskClient, app: Flask, number: int, title: str, opened: datetime) -> None:
+    story = PullRequestStory(number, opened, repo=REPO, title=title).opened()
+    for d in story.deliveries:
+        assert post(client, d.body, d.event, d.delivery_id).status_code == 202
+    run_jobs(app)
+
+
+def test_the_earlier_cutoffs_of_a_month_are_grouped_at_most_every_so_often(
+    app: Flask, client: FlaskClient, built: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    last_month = Month.parse((this_month().first_day - timedelta(days=1)).strftime("%Y-%m"))
+    start = datetime.fromtimestamp(month_window(last_month, last_month.first_day, TIMEZONE).start, UTC)
+    titles = ["Add a paged KV cache for inference", "Paged KV cache: evict by recency", "Speed up the data loader"]
+    for number, (day, title) in enumerate(zip((2, 9, 19), titles, strict=True), start=1):
+        deliver_in(client, app, number, title, start + timedelta(days=day, hours=3))
+    month = str(last_month)
+    redis = built.require_redis()
+    redis.flushdb()
+    clusters.forget()
+    warmed = warm_month(built, REPO, month)
+    assert warmed is not None and warmed.cutoff == last_month.last_day.isoformat()
+    assert warmed.earlier == last_month.last_day.day - 1  # every day before the month-to-date cutoff
+    assert 0 < redis.ttl(warm.earlier_key(REPO, month)) <= warm.EARLIER_EVERY
+
+    def at(day: int, cache: Redis | None) -> bytes:
+        cutoff = last_month.first_day.replace(day=day).isoformat()
+        request = resolve(built.state, built.config, REPO, month, cutoff)
+        return rendered_bytes(built.state, built.config, request, "md", "en", cache=cache)
+
+    expected = {day: at(day, None) for day in (5, 12, 25)}  # computed from nothing, clustering included
+    clusters.forget()
+
+    def no_clustering(items: Sequence[clusters.Item]) -> tuple[clusters.Group, ...]:
+        if items:
+            raise AssertionError("a kept grouping was computed again")
+        return ()
+
+    monkeypatch.setattr(clusters, "group", no_clustering)
+    for day, markdown in expected.items():
+        assert at(day, redis) == markdown  # the workers kept that cutoff's grouping
+    # Within EARLIER_EVERY, the next warm does not pass over them again; after it, a pass clusters nothing.
+    assert warm_month(built, REPO, month).earlier == 0  # type: ignore[union-attr]
+    redis.delete(warm.earlier_key(REPO, month))
+    assert warm_month(built, REPO, month).earlier == last_month.last_day.day - 1  # type: ignore[union-attr]

@@ -25,6 +25,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 # GitHub keeps a title to 256 characters and refuses a body over 65,536: nothing typed into GitHub is
 # longer, and cutting there keeps the work on a forged or corrupted delivery bounded.
@@ -84,6 +85,7 @@ def normalise_title(title: str) -> str:
     return " ".join(text.split()).strip(" .:-").lower()
 
 
+@lru_cache(maxsize=16_384)  # every report of a month cleans the same titles again
 def display_title(title: str) -> str:
     """A title as a report names the change: tags, `cp:`, `(#N)` and "into `branch`" removed."""
     title = title[:MAX_TITLE]

@@ -43,6 +43,7 @@ _EMPTY_BRACKETS = re.compile(r"\[\s*\]|\(\s*\)")
 _LOWER_WORD = re.compile(r"[a-z]+(?:-[a-z]+)*+(?=[:,;]?(?:\s|$))")
 
 
+@lru_cache(maxsize=16_384)  # every report of a month cleans the same titles again
 def clean_title(title: str) -> str:
     """A PR title as a report's bullet names the change."""
     text = display_title(title[:MAX_TITLE])

@@ -19,6 +19,7 @@ from redis import Redis
 
 from tracker import __version__
 from tracker.config import TrackerConfig
+from tracker.reports.collector import collector_paused
 from tracker.reports.fingerprint import code_fingerprint
 from tracker.reports.loading import MonthRequest, report_for
 from tracker.reports.render import FULL, render_bytes
@@ -74,7 +75,8 @@ def rendered_bytes(
         except Exception:  # a cache outage costs a render, nothing more
             log.warning("render cache unavailable", exc_info=True)
             key = None
-    data = render_bytes(report_for(state, config, request, cache=cache), fmt, lang, detail)
+    with collector_paused():
+        data = render_bytes(report_for(state, config, request, cache=cache), fmt, lang, detail)
     if cache is not None and key is not None:
         try:
             keep(cache, key, data)

@@ -64,6 +64,14 @@ def keep_digest(cache: Redis, state: MonthState, full_name: str, month: str, tim
     return digest
 
 
+def kept_digest(cache: Redis, state: MonthState, full_name: str, month: str, timezone: str) -> MonthDigest | None:
+    """The digest kept for the month as it is now, or None."""
+    data = cache.get(digest_key(state, full_name, month, timezone))
+    if data is None:
+        return None
+    return decode(data if isinstance(data, bytes) else data.encode())
+
+
 def cached_inputs(
     cache: Redis | None, state: MonthState, full_name: str, month: str, timezone: str, end: int
 ) -> MonthInputs | None:
@@ -72,11 +80,8 @@ def cached_inputs(
     if cache is None:
         return None
     try:
-        data = cache.get(digest_key(state, full_name, month, timezone))
+        digest = kept_digest(cache, state, full_name, month, timezone)
     except Exception:  # a cache: Redis away costs the database read, not the request
         log.warning("month digest cache unavailable", exc_info=True)
         return None
-    if data is None:
-        return None
-    digest = decode(data if isinstance(data, bytes) else data.encode())
     return digest.inputs_at(end) if digest is not None else None

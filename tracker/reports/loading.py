@@ -107,14 +107,18 @@ def report_for(
     *,
     prose: bool = True,
     cache: Redis | None = None,
+    inputs: MonthInputs | None = None,
 ) -> Report:
     """The report model of the month at the cutoff: one read, then pure computation; with the narrator's
     stored prose when the repository uses it (`prose=False`: the deterministic report, which the
     narrator describes). With `cache`, the month's inputs come from its digest when a worker kept one for
     the month as it is (tracker.reports.digests), and each section's grouping into themes is read from
-    Redis when any process computed it before, and kept there when computed (tracker.reports.groupings)."""
+    Redis when any process computed it before, and kept there when computed (tracker.reports.groupings).
+    `inputs`: the month's inputs at the window's end when the caller has them already (a worker holding
+    the month's digest)."""
     window = request.window
-    inputs = cached_inputs(cache, state, request.repo, str(window.month), window.timezone, window.end)
+    if inputs is None:
+        inputs = cached_inputs(cache, state, request.repo, str(window.month), window.timezone, window.end)
     if inputs is None:
         inputs = state.month_inputs(request.repo, str(window.month), window.end)
     snapshot = _snapshot(state, config, request, inputs)
