@@ -347,6 +347,32 @@ def rebuild(services: Services) -> None:
 
 
 @main.command()
+@with_settings
+def migrate(settings: Settings) -> None:
+    """Upgrade the database's schema to this release's (stop the tracker's processes first). Running it
+    again changes nothing; a ledger of the release before migrations is checked and adopted, never recreated."""
+    from tracker.store.database import derived_schema_outdated, open_engine
+    from tracker.store.database import migrate as run_migrate
+
+    engine = open_engine(settings.resolved_database_url)
+    try:
+        done = run_migrate(engine)
+        outdated = derived_schema_outdated(engine)
+    finally:
+        engine.dispose()
+    where = engine.url.render_as_string(hide_password=True)
+    if done.created:
+        click.echo(f"created the schema at {where}: revision {done.after}")
+    elif done.before == done.after:
+        click.echo(f"the schema at {where} is up to date: revision {done.after}")
+    else:
+        adopted = " (the release before migrations made it: checked, then stamped)" if done.adopted else ""
+        click.echo(f"upgraded the schema at {where} from revision {done.before or 'none'} to {done.after}{adopted}")
+    if outdated:
+        click.echo("its derived tables come from an older release: `tracker run` rebuilds them (or `tracker rebuild`)")
+
+
+@main.command()
 @click.option("--repo", required=True, help="owner/name")
 @click.option("--month", default=None, help="A whole month, YYYY-MM (up to now if it is running).")
 @click.option("--since", default=None, help="From this day (YYYY-MM-DD, repository time zone) to now.")
@@ -764,3 +790,103 @@ def _guess_event(path: Path, raw: bytes) -> str:
 
 def _delivery_id_for(raw: bytes) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, "tracker-replay:" + hashlib.sha256(raw).hexdigest()))
+
+
+@main.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON document itself.")
+@with_services()
+def status_command(services: Services, as_json: bool) -> None:
+    """What GET /api/v1/status says, as tables: deliveries, hooks, queue, GitHub, history, publications.
+
+    The document is built by the endpoint's own code, reading the ledger and Redis directly, so it
+    answers while the web server is down; with TRACKER_ADMIN_TOKEN set it is the admin's view (private
+    repositories, where the data is). A database or Redis that does not answer is one line (exit 1)."""
+    from tracker.reports.render import json_bytes
+
+    _require_redis(services, "start it (`tracker run` starts its own), or fix REDIS_URL")
+    document = _status_document(services)
+    if as_json:
+        click.echo(json_bytes(document, indent=True, default=str).decode("utf-8"), nl=False)
+        return
+    from rich.console import Console
+
+    console = Console()
+    for key, value in document.items():
+        heading = "GitHub" if key == "github" else key.replace("_", " ").capitalize()
+        for shown in _status_renderables(heading, value):
+            console.print(shown)
+
+
+def _status_document(services: Services) -> dict[str, Any]:
+    """The body GET /api/v1/status answers, made by its view in a request context of its own (no web
+    server, no HTTP): one document, built in one place, for the API and the terminal."""
+    from flask import Flask
+
+    from tracker.web import api
+    from tracker.web.context import install
+
+    app = Flask("tracker.status")
+    install(app.extensions, services)
+    token = services.settings.admin_token
+    headers = {"Authorization": f"Bearer {token.get_secret_value()}"} if token is not None else {}
+    with app.test_request_context("/api/v1/status", headers=headers):
+        body, _code, _headers = api.status()
+    document: dict[str, Any] = body
+    return document
+
+
+def _status_renderables(title: str, value: Any) -> Iterator[Any]:
+    """A section of the status document for the terminal: an object is its title over a table of its
+    plain values (then a section of its own for each part that is an object or a list of objects), a
+    list of objects a table with a column per key, anything else one line. Text from outside
+    (repository names, GitHub's error messages) is shown as text, never read as rich's markup."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if _status_table(value) and isinstance(value, dict):
+        plain = {key: item for key, item in value.items() if not _status_table(item)}
+        if plain:
+            table = Table(show_header=False)
+            table.add_column(style="bold")
+            table.add_column()
+            for key, item in plain.items():
+                table.add_row(Text(str(key)), Text(_status_cell(item)))
+            yield Text(title, style="bold")
+            yield table
+        for key, item in value.items():
+            if _status_table(item):
+                yield from _status_renderables(f"{title}: {str(key).replace('_', ' ')}", item)
+    elif _status_table(value):
+        columns = list(dict.fromkeys(key for row in value for key in row))
+        table = Table()
+        for column in columns:
+            table.add_column(Text(column.replace("_", " ")))
+        for row in value:
+            table.add_row(*(Text(_status_cell(row.get(column))) for column in columns))
+        yield Text(title, style="bold")
+        yield table
+    else:
+        line = Text(f"{title}: ", style="bold")
+        line.append(_status_cell(value), style="default")
+        yield line
+
+
+def _status_table(value: Any) -> bool:
+    """Whether a value of the document is shown as a table: a non-empty object or list of objects."""
+    return bool(value) and (
+        isinstance(value, dict) or (isinstance(value, list) and all(isinstance(item, dict) for item in value))
+    )
+
+
+def _status_cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | dict) and not value:
+        return "none"
+    if isinstance(value, list):
+        return ", ".join(_status_cell(item) for item in value)
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Self
+from typing import Literal, Self
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cryptography.exceptions import UnsupportedAlgorithm
@@ -75,6 +75,12 @@ class Settings(BaseSettings):
     # how far back the first reconciliation of a repository looks.
     reconcile_every: int = Field(3600, ge=0, validation_alias=_env("TRACKER_RECONCILE_EVERY"))
     reconcile_first_lookback: int = Field(86400, ge=0, validation_alias=_env("TRACKER_RECONCILE_LOOKBACK"))
+    # Retention, applied by the schedule's due work (workers.retention), in days; 0 keeps for ever. GitHub's
+    # answers kept for conditional requests go once unused that long (dropping one costs one plain request
+    # later); finished backfill and reconciliation runs (progress and checkpoints, never what they read) go
+    # that long after they finished. The ledger (deliveries, observations) is never pruned.
+    http_cache_retention_days: int = Field(30, ge=0, validation_alias=_env("TRACKER_HTTP_CACHE_RETENTION_DAYS"))
+    run_retention_days: int = Field(90, ge=0, validation_alias=_env("TRACKER_RUN_RETENTION_DAYS"))
     # The optional language-model narrator (tracker.llm): an OpenAI-compatible endpoint (the part before
     # /chat/completions: https://api.openai.com/v1, http://localhost:8000/v1 for vLLM,
     # http://localhost:11434/v1 for Ollama), its key (none for a local server) and the model. Off unless
@@ -92,6 +98,9 @@ class Settings(BaseSettings):
     # The most characters of PR text (the data block) one request may carry: a section whose text is
     # longer is sent with shorter bodies, fewer commit subjects and paths (tracker.core.narration.fit).
     llm_prompt_budget: int = Field(200_000, ge=10_000, validation_alias=_env("TRACKER_LLM_PROMPT_BUDGET"))
+    # How every process logs on stderr (tracker.logs): `text` lines, or `json`, one object per line for
+    # a log collector. `tracker run` hands it on to its children.
+    log_format: Literal["text", "json"] = Field("text", validation_alias=_env("TRACKER_LOG_FORMAT"))
 
     @property
     def llm_enabled(self) -> bool:
@@ -136,6 +145,11 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _log_format_any_case(cls, value: object) -> object:
+        return (value.strip().lower() or "text") if isinstance(value, str) else value
 
     @field_validator("llm_temperature", mode="before")
     @classmethod

@@ -163,7 +163,13 @@ def process_batch(services: Services, batch: Sequence[Delivery]) -> int:
 def set_aside(services: Services, refused: Sequence[tuple[str, Exception]]) -> None:
     """Record each failure in the ledger and give the delivery a job of its own, with retries."""
     for delivery_id, exc in refused:
-        log.warning("delivery %s failed (%s: %s); retrying it on its own", delivery_id, type(exc).__name__, exc)
+        log.warning(
+            "delivery %s failed (%s: %s); retrying it on its own",
+            delivery_id,
+            type(exc).__name__,
+            exc,
+            extra={"delivery_id": delivery_id},
+        )
         services.ledger.record_attempt_failed(delivery_id, f"{type(exc).__name__}: {exc}", final=False)
     enqueue_deliveries(services.delivery_queue, [delivery_id for delivery_id, _ in refused])
 

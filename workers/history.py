@@ -56,7 +56,9 @@ def read_history_job(kind: str, full_name: str, start: int, end: int, attempt: i
             raise
         # The run keeps its checkpoint: the next attempt resumes. 1 min, 2 min, 4 min, ... up to an hour.
         delay = min(3600.0, 2 * services.github_backoff * 2**attempt)
-        log.warning("%s of %s: %s; trying again in %.0f s", kind, full_name, exc, delay)
+        log.warning(
+            "%s of %s: %s; trying again in %.0f s", kind, full_name, exc, delay, extra={"repository": full_name}
+        )
         return later(time.time() + delay, f"GitHub unavailable; trying again in {delay:.0f} s")
     summary = (
         f"{kind} of {full_name}: {run.done} of {run.total} PRs, {run.requests} requests "
@@ -75,7 +77,9 @@ def _redeliver(services: Services, client: object, full_name: str, since: int) -
         return redeliver_failed(client, full_name, hook_id, since, lambda guid: services.ledger.get(guid) is not None)
     except (RequestRefused, Unavailable) as exc:
         # A token without the right to administer hooks: reconciliation itself still did its work.
-        log.warning("could not redeliver the failed deliveries of %s: %s", full_name, exc)
+        log.warning(
+            "could not redeliver the failed deliveries of %s: %s", full_name, exc, extra={"repository": full_name}
+        )
         return []
 
 

@@ -21,6 +21,7 @@ from workers.drain import follow_up
 from workers.history import reconciliations_due
 from workers.narrate import narrations_due
 from workers.publish import publish, publish_due_partials, publish_month  # noqa: F401  (a job: workers.jobs.publish_month)
+from workers.retention import apply_retention
 from workers.runtime import current
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,9 @@ def process_delivery(delivery_id: str) -> str:
         try:
             services.ledger.record_attempt_failed(delivery_id, f"{type(exc).__name__}: {exc}", final=final)
         except Exception:  # the ledger itself may be what failed; RQ still retries the job
-            log.exception("could not record the failure of delivery %s", delivery_id)
+            log.exception(
+                "could not record the failure of delivery %s", delivery_id, extra={"delivery_id": delivery_id}
+            )
         raise
     if derivation is not None:
         follow_up(services, [derivation])
@@ -74,6 +77,7 @@ def fetch_head_files(full_name: str, number: int, head_sha: str, base_sha: str, 
         return "already known"
     quota = services.quota()
     what = f"the files of {full_name}#{number} at {head_sha[:12]}"
+    where = {"repository": full_name}  # a JSON log line's field (tracker.logs)
 
     def again(at: float, next_attempt: int) -> None:
         assert queue is not None
@@ -84,17 +88,17 @@ def fetch_head_files(full_name: str, number: int, head_sha: str, base_sha: str, 
     def failed(reason: str, next_try: float | None) -> None:
         token = services.settings.github_token
         reason = logs.redact(reason, [token.get_secret_value() if token is not None else None])
-        log.warning("GitHub: %s: %s", what, reason)
+        log.warning("GitHub: %s: %s", what, reason, extra=where)
         if quota is not None:
             try:
                 quota.record_error(f"{what}: {reason}", next_try)
             except RedisError as exc:  # the job's outcome matters more than the status line
-                log.warning("could not record the GitHub error in Redis (%s)", type(exc).__name__)
+                log.warning("could not record the GitHub error in Redis (%s)", type(exc).__name__, extra=where)
 
     blocked = quota.blocked_until() if quota is not None else 0.0
     if queue is not None and blocked > time.time():
         # The rate limit was logged once, when it was hit; every fetch held back by it is routine.
-        log.debug("%s waits for the rate limit until %s", what, iso_utc(int(blocked)))
+        log.debug("%s waits for the rate limit until %s", what, iso_utc(int(blocked)), extra=where)
         again(blocked, attempt)
         return "waiting for the rate limit"
     try:
@@ -129,7 +133,7 @@ def fetch_head_files(full_name: str, number: int, head_sha: str, base_sha: str, 
             failed(f"{exc}{hint}", None)
             raise
         # The PR or commit is gone (deleted fork, force-pushed away): nothing to wait for.
-        log.info("GitHub: %s: unavailable (%s); recorded as such", what, exc.status)
+        log.info("GitHub: %s: unavailable (%s); recorded as such", what, exc.status, extra=where)
         store.store(
             repo, number, head_sha, [], truncated=False, source=UNAVAILABLE, rules=services.config.rules_for(full_name)
         )
@@ -218,7 +222,8 @@ def finalize_month(
 
 def due_work() -> str:
     """The periodic look for what is due (RQ's cron scheduler runs it every few minutes): every
-    month that ended, plus the grace, without a record is finalised. Level-triggered: a missed run
+    month that ended, plus the grace, without a record is finalised, and old cache entries and runs are
+    dropped (workers.retention). Level-triggered: a missed run
     is caught up by the next, and two schedulers queue each month once (the records' primary key
     keeps a race to one record anyway)."""
     services = current()
@@ -239,9 +244,11 @@ def due_work() -> str:
     partial = publish_due_partials(services)
     reconciling = reconciliations_due(services)
     narrating = narrations_due(services)
+    dropped = apply_retention(services)
     return (
         f"{len(due)} months due, {queued} finalisations queued"
         + (f"; {partial}" if partial else "")
         + (f"; {reconciling} reconciliations queued" if reconciling else "")
         + (f"; {narrating} narrations queued" if narrating else "")
+        + (f"; dropped {dropped}" if dropped else "")
     )

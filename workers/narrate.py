@@ -65,10 +65,16 @@ def narrate_month(full_name: str, month: str, client: ChatClient | None = None) 
             commits = commit_messages(github, full_name, numbers, report.snapshot.window)
     except RateLimited as exc:  # the commit subjects are part of the input: wait for them
         enqueue_narrate(services.github_queue, full_name, month, at=exc.retry_at)
-        log.warning("narrator: %s %s: %s; asked again then", full_name, month, exc)
+        log.warning("narrator: %s %s: %s; asked again then", full_name, month, exc, extra={"repository": full_name})
         return f"waiting for GitHub until {iso_utc(int(exc.retry_at))}"
     except Unavailable as exc:  # no date to wait for: a GitHub that stays away must not stop the prose
-        log.warning("narrator: %s %s: GitHub unavailable (%s); writing without commit subjects", full_name, month, exc)
+        log.warning(
+            "narrator: %s %s: GitHub unavailable (%s); writing without commit subjects",
+            full_name,
+            month,
+            exc,
+            extra={"repository": full_name},
+        )
         commits = {}
     chat = client or _client(services)
     digests = dict(wanted)

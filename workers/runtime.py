@@ -26,8 +26,9 @@ from redis.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from rq import SimpleWorker
+from rq import Queue, SimpleWorker
 from rq.exceptions import StopRequested
+from rq.job import Job
 
 from tracker import logs
 from tracker.queue import WORKER_TTL, wait_for_redis
@@ -95,6 +96,11 @@ class Worker(SimpleWorker):
                 raise
             self.lost_redis = exc
             raise _RedisLost from exc
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        # Every line logged while the job runs, RQ's own ("Job OK", a failure) included, carries its id.
+        with logs.context(job_id=job.id):
+            super().execute_job(job, queue)
 
     def subscribe(self) -> None:
         pass

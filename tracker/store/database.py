@@ -1,10 +1,13 @@
-"""Engines for the ledger: SQLite (WAL) under the data directory by default, PostgreSQL by URL."""
+"""Engines for the ledger: SQLite (WAL) under the data directory by default, PostgreSQL by URL; and
+its schema, brought to this release's by the Alembic revisions of `tracker.store.migrations`."""
 
 from __future__ import annotations
 
 import fcntl
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +15,11 @@ from sqlalchemy import Connection, Engine, Table, create_engine, event, inspect,
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 
+from tracker.settings import SettingsError
+from tracker.store import migrations
 from tracker.store.schema import DERIVED_SCHEMA, ledger_meta, metadata
+
+log = logging.getLogger(__name__)
 
 _DERIVED_SCHEMA_KEY = "derived_schema"
 
@@ -25,17 +32,23 @@ def is_sqlite(engine: Engine) -> bool:
 
 
 def connect(url: str) -> Engine:
-    """An engine for `url`, with the schema created if it is missing."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        engine = _sqlite_engine(url)
-    else:
-        # A host that drops packets must not hang a command: libpq waits for ever without a timeout.
-        engine = create_engine(
-            url, pool_pre_ping=True, pool_size=5, max_overflow=5, connect_args={"connect_timeout": 5}
-        )
-    create_schema(engine)
+    """An engine for `url`, its schema this release's (`ensure_schema`: created when the database is
+    empty, upgraded on SQLite, refused with what to do on PostgreSQL)."""
+    engine = open_engine(url)
+    try:
+        ensure_schema(engine)
+    except BaseException:
+        engine.dispose()
+        raise
     return engine
+
+
+def open_engine(url: str) -> Engine:
+    """An engine for `url`, its schema left as it is (`tracker migrate` opens this one)."""
+    if make_url(url).get_backend_name() == "sqlite":
+        return _sqlite_engine(url)
+    # A host that drops packets must not hang a command: libpq waits for ever without a timeout.
+    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5, connect_args={"connect_timeout": 5})
 
 
 _SQLITE_AUTOCHECKPOINT_PAGES = 10_000
@@ -88,9 +101,129 @@ def _sqlite_engine(url: str) -> Engine:
     return engine
 
 
+class SchemaError(SettingsError):
+    """The database's schema is not this release's and cannot be made so here; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    """What `migrate` did: the revision before (None: no revision) and after, and whether the tables were
+    created (an empty database) or adopted (made by the release before migrations, checked, stamped)."""
+
+    before: str | None
+    after: str
+    created: bool
+    adopted: bool
+
+
+# SQLite is the embedded ledger of one machine, whose processes `tracker run` starts together: the first
+# upgrades it, behind the locks. PostgreSQL serves several machines, where processes of the previous
+# release may still be running: an upgrade there waits for `tracker migrate`, run once when the operator
+# chooses (an empty database is still set up by whichever process comes first).
+_REFUSED = (
+    "the database at {url} has schema revision {before}, and this release needs {head}: stop the tracker's "
+    "processes and run `tracker migrate` (once, from one machine), then start them again"
+)
+# Any number will do, as long as nothing else in the database takes the same advisory lock.
+_PG_SCHEMA_LOCK = 727274
+
+
+def ensure_schema(engine: Engine) -> None:
+    """Bring the database to this release's schema, or say why not (SchemaError). The usual case, a
+    database already at the newest revision, costs one read and no write transaction."""
+    with engine.connect().execution_options(read_only=True) as conn:
+        before = migrations.current(conn)
+        tables = set(inspect(conn).get_table_names())
+    if before == migrations.head() and tables.issuperset(metadata.tables):
+        return
+    if is_sqlite(engine) or not tables.intersection(metadata.tables):
+        done = migrate(engine)
+        if done.created:
+            log.debug("schema created at revision %s", done.after)
+        elif done.before != done.after:
+            log.info("schema upgraded from revision %s to %s", done.before or "none", done.after)
+        return
+    _check_known(engine, before)
+    raise SchemaError(_REFUSED.format(url=_shown(engine), before=_revision(before), head=migrations.head()))
+
+
+def migrate(engine: Engine) -> Migration:
+    """Upgrade the database to the newest revision, one process at a time (a file lock and SQLite's write
+    lock; PostgreSQL's advisory lock), in one transaction: all of it or nothing. An empty database gets
+    every table; one made by the release before migrations (tables, no revision) is checked against the
+    first revision and stamped with it, never recreated. Idempotent."""
+    with _schema_lock(engine):
+        if is_sqlite(engine):
+            _use_wal(engine)
+        with engine.begin() as conn:  # on SQLite, BEGIN IMMEDIATE: the write lock until the commit
+            if not is_sqlite(engine):
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_SCHEMA_LOCK})
+            before = migrations.current(conn)
+            created = not set(inspect(conn).get_table_names()).intersection(metadata.tables)
+            if created and before is not None:
+                # No table of the tracker is left (dropped by hand, or by a test's clean-up): the database is
+                # empty, whatever revision it still records.
+                migrations.forget(conn)
+                before = None
+            _check_known(engine, before)
+            adopted = before is None and not created
+            if adopted:
+                differences = migrations.baseline_differences(conn)
+                if differences:
+                    raise SchemaError(
+                        f"the database at {_shown(engine)} has tables of the tracker, but not those its release "
+                        f"before migrations made ({'; '.join(differences[:5])}"
+                        f"{f'; {len(differences) - 5} more' if len(differences) > 5 else ''}): it was left as it "
+                        f"is; make it match tracker/store/migrations/versions/{migrations.BASELINE}.py, or start "
+                        "from an empty database"
+                    )
+                migrations.stamp(conn, migrations.BASELINE)
+            migrations.upgrade(conn)
+            missing = sorted(set(metadata.tables) - set(inspect(conn).get_table_names()))
+            if missing:  # a revision says they are there, and they are not: dropped by hand
+                raise SchemaError(
+                    f"the database at {_shown(engine)} is at schema revision {migrations.current(conn)} but lacks "
+                    f"the tables {', '.join(missing)}: restore them from a backup, or start from an empty database"
+                )
+            if created:
+                mark_derived_schema(conn)
+            after = migrations.current(conn)
+    assert after is not None
+    return Migration(before, after, created, adopted)
+
+
+def _check_known(engine: Engine, revision: str | None) -> None:
+    if revision is not None and not migrations.known(revision):
+        raise SchemaError(
+            f"the database at {_shown(engine)} has schema revision {revision}, which this release does not know "
+            f"(its newest is {migrations.head()}): a newer release migrated it; run that release or a newer one"
+        )
+
+
+def _revision(revision: str | None) -> str:
+    return revision if revision is not None else "none (made by the release before migrations)"
+
+
+def _shown(engine: Engine) -> str:
+    return engine.url.render_as_string(hide_password=True)
+
+
+def _use_wal(engine: Engine) -> None:
+    # WAL is a property of the database file: set once, at creation, not per connection; outside any
+    # transaction, where SQLite allows the change.
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.close()
+    finally:
+        raw.close()
+
+
 @contextmanager
 def _schema_lock(engine: Engine) -> Iterator[None]:
-    """One process at a time creates the schema (two fresh workers raced on WAL setup otherwise)."""
+    """One process at a time migrates the schema (two fresh workers raced on WAL setup otherwise)."""
     database = make_url(str(engine.url)).database if is_sqlite(engine) else None
     if not database or database == ":memory:":
         yield
@@ -101,31 +234,6 @@ def _schema_lock(engine: Engine) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def create_schema(engine: Engine) -> None:
-    with engine.connect().execution_options(read_only=True) as conn:
-        existing = set(inspect(conn).get_table_names())
-    if existing.issuperset(metadata.tables):
-        return  # the usual case: no write transaction at start-up
-    with _schema_lock(engine):
-        if is_sqlite(engine):
-            # WAL is a property of the database file: set it once, at creation, not per connection.
-            raw = engine.raw_connection()
-            try:
-                cursor = raw.cursor()
-                if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                    cursor.execute("PRAGMA journal_mode=WAL")
-                cursor.close()
-            finally:
-                raw.close()
-        with engine.begin() as conn:
-            if not is_sqlite(engine):
-                conn.execute(text("SELECT pg_advisory_xact_lock(727274)"))
-            fresh = not inspect(conn).has_table("pr_facts")
-            metadata.create_all(conn, checkfirst=True)
-            if fresh:
-                mark_derived_schema(conn)
 
 
 def mark_derived_schema(conn: Connection) -> None:

@@ -204,6 +204,17 @@ class HistoryStore:
         with self.engine.begin() as conn:
             conn.execute(update(history_runs).where(history_runs.c.id == rid).values(**changes))
 
+    def prune_runs(self, finished_before_ms: int) -> int:
+        """Drop the runs that finished (done or failed) before `finished_before_ms`, with their
+        checkpoints; how many runs were dropped. What they read stays: the observations, the facts
+        and the coverage they added are kept. A failed run asked for again then starts afresh."""
+        finished = select(history_runs.c.id).where(
+            history_runs.c.state.in_((DONE, FAILED)), history_runs.c.finished_at < finished_before_ms
+        )
+        with self.engine.begin() as conn:
+            conn.execute(delete(history_done).where(history_done.c.run_id.in_(finished)))
+            return int(conn.execute(delete(history_runs).where(history_runs.c.id.in_(finished))).rowcount)
+
     # --- sample repositories (`tracker demo`) ---------------------------------------------------
 
     def mark_sample(self, full_name: str) -> None:

@@ -3,6 +3,10 @@
 `deliveries` and `hooks` are the source of truth. Everything under DERIVED is computed from the
 stored deliveries and can be dropped and rebuilt (`tracker rebuild`). Instants are UTC epoch
 seconds (GitHub stamps to the second); `received_at` is epoch milliseconds.
+
+Every change here needs an Alembic revision in tracker/store/migrations/versions/ that makes it (an
+installed ledger only changes through `tracker migrate`); tests/store/test_migrations.py fails while
+the revisions' result and these tables differ.
 """
 
 from __future__ import annotations
@@ -259,7 +263,11 @@ http_cache = Table(
     Column("etag", String(255), nullable=False),
     Column("next_url", Text),
     Column("body", LargeBinary, nullable=False),
+    # Epoch milliseconds: when the entry was stored or last answered a 304 (to the day). Entries unused
+    # for TRACKER_HTTP_CACHE_RETENTION_DAYS are dropped (workers.retention); the next request is a plain one.
+    Column("used_at", BigInteger, nullable=False),
 )
+Index("ix_http_cache_used_at", http_cache.c.used_at)
 
 # --- the months' records: kept for ever, never derived (a rebuild keeps them) ----------------------
 

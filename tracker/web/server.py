@@ -24,7 +24,8 @@ that is for the TLS reverse proxy in front (README) to limit.
 Every request answered is one line of the access log (`access_log`, logger `tracker.access`): method,
 path (secret-looking query values redacted), status, GitHub's delivery id when the request has one,
 and the duration in ms; never a signature, a token or a body. gunicorn's own lines share the format
-of every other process (tracker.logs).
+of every other process (tracker.logs); with TRACKER_LOG_FORMAT=json the access log's line carries
+these as fields, and every line logged while a request runs carries its delivery id.
 """
 
 from __future__ import annotations
@@ -105,10 +106,16 @@ class WebServer(BaseApplication):  # type: ignore[misc]
 
 
 class OneFormatLogger(GunicornLogger):  # type: ignore[misc]
-    """gunicorn's error log in the format of every other process (tracker.logs.FORMAT)."""
+    """gunicorn's error log in the format of every other process (tracker.logs.FORMAT, or JSON)."""
 
     error_fmt = logs.FORMAT
     datefmt = None
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        for handler in self.error_log.handlers:
+            handler.setFormatter(logs.formatter())
+            handler.addFilter(logs.with_context)
 
 
 class ClosingTask(WSGITask):  # type: ignore[misc]
@@ -202,7 +209,8 @@ def access_log(app: WSGIApp) -> WSGIApp:
             _log_request(environ, status[0], time.monotonic() - started)
 
         try:
-            answer = app(environ, recording_start_response)
+            with logs.context(delivery_id=_delivery_id(environ)):  # on every line the request logs
+                answer = app(environ, recording_start_response)
         except BaseException:
             status[0] = "500"
             done()
@@ -237,12 +245,23 @@ def _log_request(environ: dict[str, Any], status: str, seconds: float) -> None:
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
         path += "?" + urlencode([(k, "redacted" if _SECRET_PARAMETER.search(k) else v) for k, v in pairs])
+    delivery = _delivery_id(environ)
+    said = "" if "HTTP_X_GITHUB_DELIVERY" not in environ else f" delivery={delivery or '(malformed)'}"
+    method = quote(environ.get("REQUEST_METHOD", "-"), safe="")
+    request = {
+        "method": method,
+        "path": path,
+        "status": int(status) if status.isdigit() else None,
+        "duration_ms": round(seconds * 1000, 1),
+        "delivery_id": delivery,
+    }  # the fields of a JSON line (tracker.logs)
+    access.info("%s %s %s %.0f ms%s", method, path, status, seconds * 1000, said, extra=request)
+
+
+def _delivery_id(environ: dict[str, Any]) -> str | None:
+    """GitHub's delivery id of a request, when it has a well-formed one."""
     delivery = environ.get("HTTP_X_GITHUB_DELIVERY")
-    said = ""
-    if delivery is not None:
-        said = f" delivery={delivery}" if _DELIVERY_ID.fullmatch(delivery) else " delivery=(malformed)"
-    method = environ.get("REQUEST_METHOD", "-")
-    access.info("%s %s %s %.0f ms%s", quote(method, safe=""), path, status, seconds * 1000, said)
+    return delivery if delivery is not None and _DELIVERY_ID.fullmatch(delivery) else None
 
 
 def plain_input(app: WSGIApp) -> WSGIApp:
