@@ -367,3 +367,25 @@ def test_a_batch_says_what_became_of_its_heads(app: Flask, client: FlaskClient, 
         assert done is not None and done.func_name == "workers.jobs.fetch_heads"
         assert re.fullmatch(r"2 heads: 2 stored \(\d+ ms of CPU\)", str(done.return_value())), done.return_value()
     assert snapshot(client)["pending_classification"] == 0
+
+
+def test_a_batch_of_one_repository_opens_one_client(
+    app: Flask, client: FlaskClient, github: FakeGitHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One client (and its connection, a TLS handshake away on github.com) serves every head of the batch.
+    from tracker.services import Services
+
+    opened: list[str | None] = []
+    original = Services.github
+
+    def counted(self: Services, full_name: str | None = None) -> Any:
+        opened.append(full_name)
+        return original(self, full_name)
+
+    monkeypatch.setattr(Services, "github", counted)
+    for n in (1, 2, 3):
+        deliver(client, PullRequestStory(n, at(f"2026-09-0{n}T01:00:00Z")).opened())
+    run_jobs(app)  # one drain, then one job for the three heads
+    assert snapshot(client)["pending_classification"] == 0
+    assert github.count(r"/pulls/\d+/files") == 3
+    assert opened == [REPO]
