@@ -61,8 +61,9 @@ def process_delivery(delivery_id: str) -> str:
 
 class _Clients:
     """One GitHub client per repository for the heads of one job, opened when a head first needs it and
-    closed with the job: a client and its connection cost about a millisecond of CPU, as much as a
-    head's own requests to a GitHub that answers at once."""
+    closed with the job: its connection (a TCP and TLS handshake away from github.com) serves every head
+    of the batch instead of one each. Against the local fake, which answers at once, the CPU is the same
+    either way (3.0-3.3 ms per head in process, fake included)."""
 
     def __init__(self, stack: ExitStack) -> None:
         self.stack = stack
