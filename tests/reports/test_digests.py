@@ -5,7 +5,7 @@ change makes it a miss and the request reads the database again. Real app, Redis
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import pytest
@@ -18,6 +18,7 @@ require_shared()
 
 from tests.reports.test_warm import REPO, TIMEZONE, deliver, this_month  # noqa: E402
 from tracker.core import clusters  # noqa: E402
+from tracker.core.attributes import AttributeVersion  # noqa: E402
 from tracker.reports.cache import rendered_bytes  # noqa: E402
 from tracker.reports.digests import cached_inputs, digest_key, month_ends  # noqa: E402
 from tracker.reports.loading import resolve  # noqa: E402
@@ -60,8 +61,9 @@ def test_the_warm_job_keeps_the_digest_every_cutoff_reads_until_the_month_change
     # Every cutoff of the month reads it: a digest changed by hand shows in the answer (then put back).
     digest = decode(data)
     assert digest is not None
+    title = [field.name for field in fields(AttributeVersion)].index("title")
     altered = [
-        [number, [[first, fields | {"title": "Read from the digest"}] for first, fields in chosen]]
+        [number, [[first, [*values[:title], "Read from the digest", *values[title + 1 :]]] for first, values in chosen]]
         for number, chosen in digest.versions
     ]
     redis.set(key, encode(replace(digest, versions=altered)))

@@ -145,7 +145,7 @@ def is_auxiliary(path: str) -> bool:
 
 def considered_files(paths: Sequence[str]) -> tuple[str, ...]:
     """The files a change is judged by: its code files, or all its files when it has no code files."""
-    files = tuple(dict.fromkeys(p for p in (_normalise(p[:MAX_PATH]) for p in paths) if p))
+    files = tuple(dict.fromkeys(p for p in map(_cleaned_path, paths) if p))
     code = tuple(p for p in files if not is_auxiliary(p))
     return code or files
 
@@ -404,6 +404,11 @@ _TAGS = re.compile(r"^\s*+((?:\[[^\]]*+\]\s*+)+)")
 _CONVENTIONAL = re.compile(r"^\s*+[A-Za-z]++\(([^)]*+)\)!?\s*+:")
 _PREFIX = re.compile(r"^\s*+([^\s:|\[\](){}`][^:|\[\](){}`]{0,39}?)\s*+(?::\s|\|)")
 _PREFIX_WORDS = 3
+
+
+@lru_cache(maxsize=65_536)  # a report names each path of the month several times (themes, highlights)
+def _cleaned_path(path: str) -> str:
+    return _normalise(path[:MAX_PATH])
 
 
 def _normalise(path: str) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import astuple, dataclass, fields
 from typing import Any
 
 import orjson
@@ -28,8 +28,10 @@ from tracker.core.timeline import Fact, FactKind
 from tracker.store.month_state import MonthInputs, best_facts, head_details, version_candidates, version_from_row
 from tracker.store.schema import month_activity, pr_facts, pr_versions
 
-FORMAT = 1  # of `encode`; part of the cache key
+FORMAT = 2  # of `encode`; part of the cache key
 _KINDS = {kind.value: kind for kind in FactKind}
+_CATEGORIES = {category.value: category for category in Category}
+_VERSION_FIELDS = tuple(field.name for field in fields(AttributeVersion))  # a version is a list in this order
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,8 @@ class MonthDigest:
 
     ends: list[int]  # the window end of each cutoff day, ascending
     facts: list[list[Any]]  # [number, instant, kind]: each fact at its best instant
-    # [number, [[index of the first end it is chosen for, version fields], ...]], in the order of the ends
+    # [number, [[index of the first end it is chosen for, [version fields in _VERSION_FIELDS order]], ...]],
+    # in the order of the ends
     versions: list[list[Any]]
     # [number, head sha, category, whitespace only, evidence as JSON text (parsed only when read)]
     verdicts: list[list[Any]]
@@ -68,7 +71,7 @@ class MonthDigest:
             timelines=dict(timelines),
             versions=versions,
             verdicts={
-                (number, sha): HeadVerdict(sha, Category(category), whitespace_only, orjson.loads(evidence))
+                (number, sha): HeadVerdict(sha, _CATEGORIES[category], whitespace_only, orjson.loads(evidence))
                 for number, sha, category, whitespace_only, evidence in self.verdicts
                 if (number, sha) in heads
             },
@@ -139,7 +142,7 @@ def read_digest(engine: Engine, full_name: str, month: str, ends: Sequence[int])
 
 
 def encode(digest: MonthDigest) -> bytes:
-    return orjson.dumps({"format": FORMAT, **asdict(digest)})
+    return orjson.dumps({"format": FORMAT, **{field.name: getattr(digest, field.name) for field in fields(digest)}})
 
 
 def decode(data: bytes) -> MonthDigest | None:
@@ -150,9 +153,16 @@ def decode(data: bytes) -> MonthDigest | None:
     return MonthDigest(**document)
 
 
-def _fields(version: AttributeVersion) -> dict[str, Any]:
-    return asdict(version) | {"labels": list(version.labels)}  # as JSON gives it back
+_LABELS = _VERSION_FIELDS.index("labels")
 
 
-def _attributes(fields: dict[str, Any]) -> AttributeVersion:
-    return AttributeVersion(**(fields | {"labels": tuple(fields["labels"])}))
+def _fields(version: AttributeVersion) -> list[Any]:
+    values = list(astuple(version))
+    values[_LABELS] = list(version.labels)  # as JSON gives it back
+    return values
+
+
+def _attributes(values: list[Any]) -> AttributeVersion:
+    values = values.copy()  # the digest may be read at another cutoff
+    values[_LABELS] = tuple(values[_LABELS])
+    return AttributeVersion(*values)
