@@ -155,6 +155,7 @@ def _read(settings: Settings | None) -> None:
         settings.webhook_secret,
         settings.admin_token,
         settings.link_secret,
+        settings.metrics_token,
         settings.github_token,
         settings.github_app_private_key,
         settings.llm_api_key,

@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     # Signs the expiring links to private reports (tracker.web.access); kept apart from the admin
     # token so a leaked link secret lets one forge links to reports, never call the admin endpoints.
     link_secret: SecretStr | None = Field(None, validation_alias=_env("TRACKER_LINK_SECRET"))
+    # When set, GET /metrics answers only `Authorization: Bearer <this token>` (tracker.web.metrics); kept
+    # apart from the admin token so that a Prometheus server's credentials open nothing else.
+    metrics_token: SecretStr | None = Field(None, validation_alias=_env("TRACKER_METRICS_TOKEN"))
     data_dir: Path = Field(default_factory=default_data_dir, validation_alias=_env("TRACKER_DATA_DIR"))
     # Not in the repr: either URL may hold a password.
     database_url: str | None = Field(None, validation_alias=_env("TRACKER_DATABASE_URL"), repr=False)

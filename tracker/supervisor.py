@@ -34,7 +34,7 @@ from typing import IO
 
 from sqlalchemy import Engine
 
-from tracker import logs
+from tracker import logs, metrics
 from tracker.config import load_config
 from tracker.embedded_redis import EmbeddedRedis
 from tracker.queue import connect_redis, redis_address, redis_failure
@@ -209,12 +209,22 @@ def run(
     SettingsError or CannotStart, having started nothing, when the preflight finds a problem."""
     preflight(settings, host, port)
     env = {**os.environ, **logs.child_environment()}  # -v reaches every child
+    # Every child counts into the files of this run's own directory (a run killed before removing its
+    # own leaves one, which the next run removes); a scrape of any web process adds them up.
+    try:
+        metrics_directory = metrics.run_directory(settings.data_dir)
+    except OSError as exc:
+        raise CannotStart(
+            f"cannot make the metrics directory under {settings.data_dir} ({exc}): fix TRACKER_DATA_DIR", 1
+        ) from exc
+    env[metrics.MULTIPROCESS_VARIABLE] = str(metrics_directory)
     embedded: EmbeddedRedis | None = None
     if not settings.redis_url:
         embedded = EmbeddedRedis(settings.data_dir)
         try:
             embedded.start()
         except (RuntimeError, OSError) as exc:
+            metrics.remove_run_directory(metrics_directory)
             raise CannotStart(f"the embedded Redis did not start ({exc})", 1) from exc
         env["REDIS_URL"] = embedded.url
         log.info("embedded Redis on %s (append-only file in %s)", embedded.url, embedded.directory)
@@ -246,6 +256,7 @@ def run(
         _stop_all(children)
         if embedded is not None:
             embedded.stop()
+        metrics.remove_run_directory(metrics_directory)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if gave_up is not None:

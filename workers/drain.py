@@ -32,6 +32,7 @@ from redis.exceptions import LockNotOwnedError
 from redis.lock import Lock
 
 from tracker.core.derive import PULL_REQUEST, Derivation, derive
+from tracker.metrics import observe_processed
 from tracker.queue import (
     DRAIN_WAITING_KEY,
     DRAIN_WAITING_TTL,
@@ -156,6 +157,7 @@ def process_batch(services: Services, batch: Sequence[Delivery]) -> int:
     if refused:
         set_aside(services, refused)
     done = set(applied)
+    observe_processed(services.redis, [(d.repo, d.received_at) for d in batch if d.id in done])  # lag, last delivery
     follow_up(services, [d for delivery_id, d in items if d is not None and delivery_id in done])
     return len(applied)
 

@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager, ExitStack, nullcontext
 
 from rq import get_current_job
 
+from tracker import metrics
 from tracker.core.derive import PULL_REQUEST, derive
 from tracker.core.repository import repository_key
 from tracker.github.client import GitHubClient, RateLimited, RequestRefused, Unavailable
@@ -239,6 +240,7 @@ def finalize_month(
     )
     if not created:
         return f"already recorded (revision {record.revision})"
+    metrics.finalized()
     published = publish(services, record.full_name, record.month)
     return f"recorded revision {record.revision}" + (f"; {published}" if published else "")
 

@@ -17,6 +17,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from tracker import metrics
 from tracker.config import PublishConfig
 from tracker.core.window import Month, month_window, today_in
 from tracker.github.client import GitHubError, RateLimited
@@ -74,9 +75,11 @@ def publish_month(full_name: str, month: str, edition: str) -> str:
     results = []
     if target.directory is not None:
         results.append(_publish_files(services, target, full_name, month, edition, english, chinese))
+        metrics.published("files", edition)
     if target.issue_repository is not None:
         try:
             results.append(_publish_issue(services, target, full_name, month, edition, english))
+            metrics.published("issue", edition)
         except RateLimited as exc:
             # GitHub's secondary limits ask for a pause (retry-after): the same job, later.
             enqueue_publish(services.records_queue, full_name, month, edition, at=exc.retry_at)

@@ -30,7 +30,7 @@ from rq import Queue, SimpleWorker
 from rq.exceptions import StopRequested
 from rq.job import Job
 
-from tracker import logs
+from tracker import logs, metrics
 from tracker.queue import WORKER_TTL, wait_for_redis
 from tracker.services import Services
 from tracker.settings import load_settings
@@ -101,6 +101,9 @@ class Worker(SimpleWorker):
         # Every line logged while the job runs, RQ's own ("Job OK", a failure) included, carries its id.
         with logs.context(job_id=job.id):
             super().execute_job(job, queue)
+
+    def perform_job(self, job: Job, queue: Queue, *args: Any) -> bool:  # timed and counted by job function
+        return metrics.timed_job(job.func_name, lambda: bool(super(Worker, self).perform_job(job, queue, *args)))
 
     def subscribe(self) -> None:
         pass

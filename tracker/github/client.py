@@ -30,7 +30,7 @@ from urllib.request import Request
 import httpx
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
-from tracker import __version__
+from tracker import __version__, metrics
 from tracker.core.repository import check_full_name
 from tracker.tls import tls_context
 
@@ -316,8 +316,10 @@ class GitHubClient:
         try:
             response = self._http.send(request)
         except httpx.TransportError as exc:  # timeouts, refused and reset connections
+            metrics.github_answered(None)
             raise Unavailable(f"GitHub did not answer {request.url}: {type(exc).__name__}") from exc
         self.requests += 1
+        metrics.github_answered(response.status_code)
         state = _rate_limit(response.headers)
         if self._on_response is not None:
             self._on_response(state, response.status_code == 304)

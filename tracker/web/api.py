@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 from sqlalchemy import text
 from werkzeug.http import HTTP_STATUS_CODES
 
+from tracker import metrics
 from tracker.config import TrackerConfig
 from tracker.core.window import WindowError
 from tracker.embedded_redis import EmbeddedRedis
@@ -77,6 +78,7 @@ def report(owner: str, repo: str, name: str) -> Any:
 
 
 def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
+    started = time.perf_counter()  # tracker_report_render_seconds
     app = services()
     name = f"{owner}/{repo}"
     detail = request.args.get("detail") or FULL
@@ -126,6 +128,7 @@ def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
     if grant.token is not None and fmt == "html":
         # After the cache, which keeps one copy for every reader: the token is this reader's own.
         body = carry_token(body.decode("utf-8") if isinstance(body, bytes) else body, grant.token)
+    metrics.report_answered(fmt, time.perf_counter() - started)
     return Response(body, content_type=_MEDIA_TYPES[fmt], headers=headers)
 
 

@@ -12,7 +12,7 @@ from werkzeug.exceptions import HTTPException
 from tracker.reports.render import json_bytes
 from tracker.services import Services
 from tracker.settings import Settings, load_settings
-from tracker.web import api, history, records, webhook
+from tracker.web import admin_rq, api, history, metrics, records, webhook
 from tracker.web.context import MAX_BODY_BYTES, install
 
 
@@ -30,6 +30,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.register_blueprint(api.blueprint)
     app.register_blueprint(records.blueprint)
     app.register_blueprint(history.blueprint)
+    app.register_blueprint(metrics.blueprint)  # GET /metrics (TRACKER_METRICS_TOKEN)
+    admin_rq.init_app(app)  # RQ's dashboard under /admin/rq, behind TRACKER_ADMIN_TOKEN
     _errors(app)
     app.after_request(_security_headers)
     logging.getLogger("tracker").setLevel(logging.INFO)

@@ -49,7 +49,7 @@ from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 from waitress.task import WSGITask
 
-from tracker import logs
+from tracker import logs, metrics
 from tracker.settings import Settings
 from tracker.web.app import create_app
 from tracker.web.context import MAX_BODY_BYTES, installed
@@ -88,6 +88,7 @@ class WebServer(BaseApplication):  # type: ignore[misc]
             "logger_class": OneFormatLogger,
             # Several servers can run on one machine (tests, benchmarks): no shared control socket.
             "control_socket_disable": True,
+            "child_exit": metrics.child_exit,  # prometheus-client's multiprocess bookkeeping
         }
         super().__init__()
 

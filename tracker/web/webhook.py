@@ -25,6 +25,7 @@ from tracker.core.payloads import (
 from tracker.store.ledger import Delivery, now_ms
 from tracker.web import signature
 from tracker.web.context import MAX_BODY_BYTES, services
+from tracker.web.metrics import counted_deliveries
 
 blueprint = Blueprint("webhook", __name__)
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ Answer = tuple[dict[str, Any], int]
 
 
 @blueprint.post("/webhook")
+@counted_deliveries  # received, then accepted or rejected by reason (tracker.metrics)
 def receive() -> Answer:
     app = services()
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:

@@ -1,0 +1,97 @@
+"""GET /metrics (Prometheus text format), and the webhook's answers counted by reason
+(tracker.metrics defines the metrics and collects them).
+
+Open unless TRACKER_METRICS_TOKEN is set; then only `Authorization: Bearer <token>` reads it (401
+otherwise, compared in constant time). Open by default because it shows counts, durations, queue
+lengths and the names of repositories the ledger already lists on the index page, never a secret,
+a body or a header; set the token when those names or the traffic are not for everyone who can
+reach the service.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+from collections.abc import Callable
+from typing import Any
+
+from flask import Blueprint, Response, request
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from tracker import metrics
+from tracker.github.quota import Quota
+from tracker.web.access import NO_STORE, bearer_token
+from tracker.web.context import services
+
+blueprint = Blueprint("metrics", __name__)
+
+# POST /webhook's answers (README, "What POST /webhook answers") and the reason each stands for.
+_REASON_BY_STATUS = {
+    401: "bad_signature",
+    413: "oversized",
+    415: "unsupported_content_type",
+    422: "incomplete",
+    204: "unknown_event",
+}
+
+
+@blueprint.get("/metrics")
+def scrape() -> Any:
+    app = services()
+    token = app.settings.metrics_token
+    if token is not None:
+        given = bearer_token(request.headers.get("Authorization")) or ""
+        if not hmac.compare_digest(given.encode(), token.get_secret_value().encode()):
+            return (
+                {"error": "send Authorization: Bearer <TRACKER_METRICS_TOKEN>"},
+                401,
+                {"WWW-Authenticate": 'Bearer realm="metrics"'},
+            )
+    sources = metrics.ScrapeSources(
+        redis=app.redis,
+        queues={q.name: q.key for q in (app.delivery_queue, app.github_queue, app.records_queue)}
+        if app.redis is not None
+        else {},
+        quota=lambda: _quota(app.require_redis()),
+        repositories=app.state.repository_names,
+    )
+    return Response(metrics.exposition(sources), content_type=metrics.CONTENT_TYPE, headers=NO_STORE)
+
+
+def _quota(connection: Any) -> metrics.QuotaSeen:
+    seen = Quota(connection).summary()
+    return metrics.QuotaSeen(remaining=seen["remaining"], limit=seen["limit"])
+
+
+View = Callable[..., Any]
+
+
+def counted_deliveries(view: View) -> View:
+    """POST /webhook counted: every request received, then accepted (202) or rejected by the reason
+    its answer stands for. A request that fails (500) is received and nothing else."""
+
+    @functools.wraps(view)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        metrics.DELIVERIES_RECEIVED.inc()
+        try:
+            answer = view(*args, **kwargs)
+        except RequestEntityTooLarge:  # a chunked body past the cap, refused by Werkzeug while read
+            metrics.rejected("oversized")
+            raise
+        body, status = answer[0], answer[1]
+        if status == 202:
+            metrics.DELIVERIES_ACCEPTED.inc()
+        else:
+            metrics.rejected(_reason(status, body))
+        return answer
+
+    return counted
+
+
+def _reason(status: int, body: dict[str, Any]) -> str:
+    if status == 200:
+        return {"duplicate": "duplicate", "pong": "ping"}.get(str(body.get("status")), "other")
+    if status == 400:
+        missing = not request.headers.get("X-GitHub-Event", "").strip()
+        return "missing_headers" if missing or not request.headers.get("X-GitHub-Delivery", "").strip() else "malformed"
+    return _REASON_BY_STATUS.get(status, "other")
