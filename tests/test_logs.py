@@ -438,6 +438,8 @@ def test_a_signed_delivery_logs_json_without_secret_or_body(
         ("GET", "/api/v1/status?token=redacted", 200),
     ]
     assert access[0]["delivery_id"] == delivery.delivery_id and access[1]["delivery_id"] == "wrong-1"
+    # The repository once the body was read; a refused body names none.
+    assert access[0]["repository"] == "NVIDIA/Megatron-LM" and "repository" not in access[1]
     signature = sign(SECRET.encode(), delivery.body)
     for secret in (SECRET, signature.removeprefix("sha256="), ADMIN, TOKEN, BODY_MARKER):
         assert secret not in text, secret

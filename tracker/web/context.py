@@ -11,6 +11,8 @@ from tracker.services import Services
 # GitHub caps webhook payloads at 25 MB ("Webhook events and payloads"); larger bodies are refused
 # with 413 before they are read.
 MAX_BODY_BYTES = 25 * 1024 * 1024
+# The repository a webhook delivery is about, left in the WSGI environ for the access log (tracker.web.server).
+REPOSITORY_ENVIRON = "tracker.repository"
 
 _EXTENSION = "tracker"
 

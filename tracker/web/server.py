@@ -52,7 +52,7 @@ from waitress.task import WSGITask
 from tracker import logs, metrics
 from tracker.settings import Settings
 from tracker.web.app import create_app
-from tracker.web.context import MAX_BODY_BYTES, installed
+from tracker.web.context import MAX_BODY_BYTES, REPOSITORY_ENVIRON, installed
 
 # GitHub counts a delivery as failed when it has not been answered within 10 seconds, so a request
 # still arriving after that is either broken or hostile.
@@ -255,6 +255,7 @@ def _log_request(environ: dict[str, Any], status: str, seconds: float) -> None:
         "status": int(status) if status.isdigit() else None,
         "duration_ms": round(seconds * 1000, 1),
         "delivery_id": delivery,
+        "repository": environ.get(REPOSITORY_ENVIRON),  # set by the webhook once the body is read
     }  # the fields of a JSON line (tracker.logs)
     access.info("%s %s %s %.0f ms%s", method, path, status, seconds * 1000, said, extra=request)
 

@@ -24,7 +24,7 @@ from tracker.core.payloads import (
 )
 from tracker.store.ledger import Delivery, now_ms
 from tracker.web import signature
-from tracker.web.context import MAX_BODY_BYTES, services
+from tracker.web.context import MAX_BODY_BYTES, REPOSITORY_ENVIRON, services
 from tracker.web.metrics import counted_deliveries
 
 blueprint = Blueprint("webhook", __name__)
@@ -80,6 +80,7 @@ def receive() -> Answer:
     except IncompleteBody as exc:
         return _error(422, f"the pull_request body lacks what the tracker needs: {exc}")
 
+    request.environ[REPOSITORY_ENVIRON] = shape.repository.full_name  # the access log's `repository`
     delivery = Delivery(
         id=delivery_id,
         event=event,
@@ -97,7 +98,13 @@ def receive() -> Answer:
     try:
         app.drain_asker.ask()  # in a web process, from its own thread (tracker.queue.DrainAsker)
     except Exception as exc:  # stored is accepted: the sweep asks for a drain once Redis is back
-        log.warning("could not queue delivery %s (%s: %s); the sweep will", delivery_id, type(exc).__name__, exc)
+        log.warning(
+            "could not queue delivery %s (%s: %s); the sweep will",
+            delivery_id,
+            type(exc).__name__,
+            exc,
+            extra={"repository": delivery.repo},
+        )
     return {"status": "accepted", "delivery": delivery_id}, 202
 
 
