@@ -550,3 +550,50 @@ def test_apply_after_a_drop_does_not_process_a_delivery_twice(
     assert state.apply(opened.delivery_id, derivation_of(opened)) is False
     assert state.month_versions(REPO) == {}
     assert ledger.status_of(opened.delivery_id) == PROCESSED
+
+
+@needs_shared
+def test_a_heads_paths_are_read_once_per_engine_and_a_new_head_shows(engine: Engine, ledger: Ledger) -> None:
+    # A stored head's files never change, so a process reads them once: deleting the rows behind this
+    # engine's back (nothing in the tracker ever does) leaves its answer, while a fresh engine reads the
+    # table. A head stored after the first read is read then.
+    from tracker.store.database import connect
+    from tracker.store.schema import head_files
+
+    state = MonthState(engine)
+    scene = build_scene(ledger, state, engine)
+    _, pushed, _, pushed_again, _ = scene.first
+    inputs = state.month_inputs(REPO, "2026-09", at(END))
+    assert inputs.paths == {1: ["tests/unit/test_router.py", "tests/unit/test_a.py"]}
+    with engine.begin() as conn:
+        conn.execute(head_files.delete().where(head_files.c.head_sha == head_of(pushed)))
+    assert state.month_inputs(REPO, "2026-09", at(END)).paths == inputs.paths  # read once, kept
+    other = connect(str(engine.url.render_as_string(hide_password=False)))
+    try:
+        assert MonthState(other).month_inputs(REPO, "2026-09", at(END)).paths == {}  # its own reads
+    finally:
+        other.dispose()
+    # The head PR 1 has at October's end: stored before, read now; then a head stored after a read.
+    october = state.month_inputs(REPO, "2026-09", at("2026-10-01T00:00:00+00:00"))
+    assert october.paths == {1: [f.path for f in LATER_FILES]}
+    late = PullRequestStory(8, moment("2026-09-25T10:00:00+00:00")).opened()
+    receive(ledger, state, late.deliveries[0])
+    assert 8 not in state.month_inputs(REPO, "2026-09", at("2026-10-01T00:00:00+00:00")).paths  # no files yet
+    HeadStore(engine).store(
+        KEY, 8, head_of(late.deliveries[0]), NEW_FILES, truncated=False, source=PULLS, rules=Rules()
+    )
+    assert state.month_inputs(REPO, "2026-09", at("2026-10-01T00:00:00+00:00")).paths[8] == [f.path for f in NEW_FILES]
+
+
+def test_the_path_cache_holds_at_most_its_limit_of_paths() -> None:
+    from tracker.store.month_state import _PathCache
+
+    cache = _PathCache(limit=5)
+    cache.keep("r", (1, "a"), ("x", "y"))
+    cache.keep("r", (2, "b"), ("z", "w"))
+    assert cache.get("r", (1, "a")) == ("x", "y")
+    cache.keep("r", (3, "c"), ("v", "u"))  # 6 paths: the oldest head goes
+    assert cache.get("r", (1, "a")) is None and cache.get("r", (3, "c")) == ("v", "u")
+    assert cache.held == 4
+    cache.keep("r", (4, "d"), tuple("abcdef"))  # larger than the whole cache: not kept
+    assert cache.get("r", (4, "d")) is None and cache.held == 4
