@@ -7,13 +7,11 @@ twice, or deliveries applied in any order, leave the same rows.
 from __future__ import annotations
 
 import json
-import threading
 import uuid
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from weakref import WeakKeyDictionary
 
 import orjson
 from sqlalchemy import Connection, Engine, and_, func, or_, select, tuple_, update
@@ -248,40 +246,6 @@ def version_from_row(row: Any) -> AttributeVersion:
     )
 
 
-class _PathCache:
-    """The changed paths of stored heads, by (repo, number, sha), for one database: a head's files are
-    written once, in the transaction that stores the head, and never change or go (they are fetched
-    data, not derived: a rebuild keeps them), so a head read once need not be read again. A report of a
-    busy month reads the paths of every PR's head at its cutoff, tens of thousands of rows, on every
-    request the render cache and the month's digest cannot answer (a month under a stream of
-    deliveries). Bounded by the number of paths it holds; the oldest heads go first."""
-
-    def __init__(self, limit: int = 500_000) -> None:
-        self.limit = limit
-        self.held = 0
-        self.heads: OrderedDict[tuple[str, int, str], tuple[str, ...]] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, repo: str, head: tuple[int, str]) -> tuple[str, ...] | None:
-        with self.lock:
-            return self.heads.get((repo, *head))
-
-    def keep(self, repo: str, head: tuple[int, str], paths: tuple[str, ...]) -> None:
-        with self.lock:
-            key = (repo, *head)
-            if key in self.heads or len(paths) > self.limit:
-                return
-            self.heads[key] = paths
-            self.held += len(paths)
-            while self.held > self.limit:
-                _, dropped = self.heads.popitem(last=False)
-                self.held -= len(dropped)
-
-
-# One cache per engine (a process's database), dropped with it.
-_stored_paths: WeakKeyDictionary[Engine, _PathCache] = WeakKeyDictionary()
-
-
 def head_details(
     conn: Connection, repo: str, heads: Sequence[tuple[int, str]]
 ) -> tuple[Sequence[Any], Sequence[Any], Sequence[Any]]:
@@ -294,27 +258,11 @@ def head_details(
             head_verdicts.c.repo == repo, tuple_(head_verdicts.c.number, head_verdicts.c.head_sha).in_(heads)
         )
     ).all()
-    known = _stored_paths.setdefault(conn.engine, _PathCache())
-    found: dict[tuple[int, str], tuple[str, ...]] = {}
-    missing = []
-    for head in heads:
-        held = known.get(repo, head)
-        if held is None:
-            missing.append(head)
-        else:
-            found[head] = held
-    if missing:
-        read: dict[tuple[int, str], list[str]] = defaultdict(list)
-        for number, sha, path in conn.execute(
-            select(head_files.c.number, head_files.c.head_sha, head_files.c.path)
-            .where(head_files.c.repo == repo, tuple_(head_files.c.number, head_files.c.head_sha).in_(missing))
-            .order_by(head_files.c.number, head_files.c.head_sha, head_files.c.position)
-        ):
-            read[(number, sha)].append(path)
-        for head, listed in read.items():  # a head not stored yet (or without files) is read again next time
-            found[head] = tuple(listed)
-            known.keep(repo, head, found[head])
-    paths = [(number, sha, path) for (number, sha) in sorted(found) for path in found[(number, sha)]]
+    paths = conn.execute(
+        select(head_files.c.number, head_files.c.head_sha, head_files.c.path)
+        .where(head_files.c.repo == repo, tuple_(head_files.c.number, head_files.c.head_sha).in_(heads))
+        .order_by(head_files.c.number, head_files.c.head_sha, head_files.c.position)
+    ).all()
     gone = conn.execute(
         select(head_table.c.number, head_table.c.head_sha).where(
             head_table.c.repo == repo,
