@@ -143,6 +143,15 @@ def ensure_schema(engine: Engine) -> None:
         elif done.before != done.after:
             log.info("schema upgraded from revision %s to %s", done.before or "none", done.after)
         return
+    # The two reads above are two snapshots: a process creating the schema at the same moment commits its
+    # tables and its revision together, between them, and this one saw tables without a revision. Look
+    # again holding the lock `migrate` holds, after any such process committed.
+    with engine.begin() as conn:
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_SCHEMA_LOCK})
+        before = migrations.current(conn)
+        tables = set(inspect(conn).get_table_names())
+    if before == migrations.head() and tables.issuperset(metadata.tables):
+        return
     _check_known(engine, before)
     raise SchemaError(_REFUSED.format(url=_shown(engine), before=_revision(before), head=migrations.head()))
 
