@@ -20,7 +20,7 @@ import pytest
 from redis import Redis
 from rq import Queue
 
-from tests.conftest import SECRET, post, run_jobs, running_app, show_head_to_github
+from tests.conftest import SECRET, post, run_jobs, running_app, show_head_to_github, signed_headers
 from tests.factory import PullRequestStory
 from tests.paths import needs_shared
 from tests.test_cli import TRACKER, clean_env, free_port, wait_healthy, wait_processed
@@ -496,12 +496,7 @@ def test_every_part_of_tracker_run_logs_json(data_dir: Path) -> None:
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(base)
-        headers = {
-            "Content-Type": "application/json",
-            "X-GitHub-Event": "pull_request",
-            "X-GitHub-Delivery": delivery.delivery_id,
-            "X-Hub-Signature-256": sign(SECRET.encode(), delivery.body),
-        }
+        headers = signed_headers(delivery.body, "pull_request", delivery.delivery_id)
         assert httpx.post(f"{base}/webhook", content=delivery.body, headers=headers).status_code == 202
         wait_processed(base, 1)
         deadline = time.monotonic() + 20
