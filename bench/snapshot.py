@@ -15,8 +15,9 @@ Figures, each with its ratio to the baseline:
   the month's last day, in three states:
   - workers warmed: what a request finds in the running service. The warm job (tracker.reports.warm.
     warm_month, run once here) kept the month's digest and the grouping of every cutoff; the rendered
-    documents of the measured cutoff are deleted before each run and the process's remembered groupings
-    forgotten, so each run reads the digest, folds the snapshot, builds the report and renders it;
+    documents of the measured cutoff are deleted before each run and everything the process remembers of
+    PRs forgotten (`forget_memos`: the warm job ran in a worker, not in the web process), so each run reads
+    the cutoff's part of the digest, builds the report and renders it;
   - nothing kept: Redis flushed and the process's groupings forgotten (no workers ever ran): the SQL
     reads and the clustering into themes are paid;
   - unchanged: from the render cache.
@@ -34,6 +35,7 @@ unchanged.
 from __future__ import annotations
 
 import argparse
+import gc
 import inspect
 import statistics
 import sys
@@ -79,6 +81,21 @@ RENDER_TARGET_MS = 100.0  # Markdown and HTML
 def stored_name(state: MonthState, full_name: str) -> str:
     lookup = getattr(state, "repository_name", None) or getattr(state, "has_repository")  # noqa: B009
     return str(lookup(full_name) or full_name)
+
+
+def forget_memos() -> None:
+    """Forget what this process remembers of the PRs it rendered before: the groupings (clusters.forget) and
+    every memo of a pure function of PR data (cleaned titles, escaped text, paths: an lru_cache of 1,024
+    entries or more in tracker.core and tracker.reports), as in a web process that never rendered the month
+    (the warm job ran in a worker). Configuration memos (templates, a taxonomy's patterns) are kept."""
+    clusters.forget()
+    for name, module in list(sys.modules.items()):
+        if not name.startswith(("tracker.core.", "tracker.reports.")):
+            continue
+        for value in vars(module).values():
+            parameters = getattr(value, "cache_parameters", None)
+            if parameters is not None and (parameters()["maxsize"] or 0) >= 1024:
+                value.cache_clear()
 
 
 def timed(function: Callable[[], object], runs: int, warmup: int = 3) -> list[float]:
@@ -153,6 +170,10 @@ def main() -> int:
                 heads_note = f"files of {stored_heads:,} heads stored in {time.monotonic() - started:.1f} s"
             except HeadsUnsupported as exc:
                 heads_note = str(exc)
+        # A web process holds none of the generated month: drop it, so that the collector's passes in the
+        # timed requests walk what a web process holds, not a million objects of the generator's.
+        del plans, part, item, seen_heads
+        gc.collect()
         started = time.monotonic()
         outcome = rebuild(ledger, state, config)  # (processed, failed[, heads classified])
         processed, failed = outcome[0], outcome[1]
@@ -238,14 +259,14 @@ def main() -> int:
 
             def nothing_cached() -> None:
                 cache.flushdb()  # rendered reports, groupings, digests
-                clusters.forget()  # the groupings this process remembers
+                forget_memos()  # what this process remembers
 
             def rendered_forgotten() -> None:
                 """What a request finds after the workers warmed the month: its digest and the grouping of
                 every cutoff kept, no rendered document of this cutoff."""
                 for key in cache.scan_iter(match="tracker:render*", count=1000):
                     cache.delete(key)
-                clusters.forget()
+                forget_memos()
 
             nothing_cached()
             started = time.monotonic()

@@ -5,7 +5,7 @@ change makes it a miss and the request reads the database again. Real app, Redis
 from __future__ import annotations
 
 import json
-from dataclasses import fields, replace
+from dataclasses import fields
 from typing import Any
 
 import pytest
@@ -20,11 +20,10 @@ from tests.reports.test_warm import REPO, TIMEZONE, deliver, this_month  # noqa:
 from tracker.core import clusters  # noqa: E402
 from tracker.core.attributes import AttributeVersion  # noqa: E402
 from tracker.reports.cache import rendered_bytes  # noqa: E402
-from tracker.reports.digests import cached_inputs, digest_key, month_ends  # noqa: E402
+from tracker.reports.digests import cached_fold, digest_key, month_ends, month_windows  # noqa: E402
 from tracker.reports.loading import resolve  # noqa: E402
 from tracker.reports.warm import warm_month  # noqa: E402
 from tracker.services import Services  # noqa: E402
-from tracker.store.month_digest import decode, encode  # noqa: E402
 from tracker.web.context import services  # noqa: E402
 
 
@@ -53,35 +52,36 @@ def test_the_warm_job_keeps_the_digest_every_cutoff_reads_until_the_month_change
     month = str(this_month())
     redis = built.require_redis()
     redis.flushdb()
-    key = digest_key(built.state, REPO, month, TIMEZONE)
-    assert cached_inputs(redis, built.state, REPO, month, TIMEZONE, month_ends(month, TIMEZONE)[-1]) is None
+    key = digest_key(built.state, built.config, REPO, month, TIMEZONE)
+    assert cached_fold(redis, built.state, built.config, REPO, month_windows(month, TIMEZONE)[-1]) is None
     warm_month(built, REPO, month)
-    data = redis.get(key)
-    assert data is not None
+    kept = redis.hgetall(key)
+    assert kept
     # Every cutoff of the month reads it: a digest changed by hand shows in the answer (then put back).
-    digest = decode(data)
-    assert digest is not None
     title = [field.name for field in fields(AttributeVersion)].index("title")
-    altered = [
-        [number, [[first, [*values[:title], "Read from the digest", *values[title + 1 :]]] for first, values in chosen]]
-        for number, chosen in digest.versions
-    ]
-    redis.set(key, encode(replace(digest, versions=altered)))
+    altered = {}
+    for field, value in kept.items():
+        if field.isdigit():
+            cut = json.loads(value)
+            for _number, values in cut["versions"]:
+                values[title] = "Read from the digest"
+            altered[field] = json.dumps(cut).encode()
+    redis.hset(key, mapping=altered)
     redis.delete(*redis.scan_iter(match="tracker:render:*"))
     assert titles(at_cutoff(built, None, cache=True)) == ["Read from the digest"]
-    redis.set(key, data)
+    redis.hset(key, mapping=kept)
     redis.delete(*redis.scan_iter(match="tracker:render:*"))
     assert at_cutoff(built, None, cache=True) == at_cutoff(built, None, cache=False)
     # The next delivery moves the month's version: the digest is a miss until the next warm.
     deliver(client, app, 2, "Speed up the data loader")
-    assert digest_key(built.state, REPO, month, TIMEZONE) != key
+    assert digest_key(built.state, built.config, REPO, month, TIMEZONE) != key
     assert titles(at_cutoff(built, None, cache=True)) == [
         "Add a paged KV cache for inference",
         "Speed up the data loader",
     ]
     warm_month(built, REPO, month)
     assert not redis.exists(key)  # the old version's digest is gone
-    assert redis.exists(digest_key(built.state, REPO, month, TIMEZONE))
+    assert redis.exists(digest_key(built.state, built.config, REPO, month, TIMEZONE))
     assert at_cutoff(built, None, cache=True) == at_cutoff(built, None, cache=False)
 
 
@@ -97,3 +97,33 @@ def test_month_ends_are_the_local_midnights_after_each_day() -> None:
             month_ends("2026-03", "America/New_York"), month_ends("2026-03", "America/New_York")[1:], strict=False
         )
     }  # the spring-forward day has 23 hours
+
+
+def test_every_document_read_from_the_digest_is_the_one_the_database_gives(
+    app: Flask, client: FlaskClient, built: Services
+) -> None:
+    """The Markdown and the HTML are made from a snapshot without each PR's evidence (they do not show it);
+    the JSON with it. Each is byte for byte the document made from the database."""
+    deliver(client, app, 1, "Add a paged KV cache for inference")
+    deliver(client, app, 2, "Speed up the data loader")
+    month = str(this_month())
+    redis = built.require_redis()
+    redis.flushdb()
+    warm_month(built, REPO, month)
+    assert redis.exists(digest_key(built.state, built.config, REPO, month, TIMEZONE))
+    request = resolve(built.state, built.config, REPO, month, None)
+    for fmt, lang, detail in (
+        ("json", "en", "full"),
+        ("json", "en", "summary"),
+        ("md", "en", "full"),
+        ("md", "zh-CN", "full"),
+        ("html", "en", "full"),
+        ("html", "zh-CN", "full"),
+    ):
+        redis.delete(*redis.scan_iter(match="tracker:render:*"))
+        clusters.forget()
+        from_digest = rendered_bytes(built.state, built.config, request, fmt, lang, cache=redis, detail=detail)
+        clusters.forget()
+        from_database = rendered_bytes(built.state, built.config, request, fmt, lang, cache=None, detail=detail)
+        assert from_digest == from_database, (fmt, lang, detail)
+    assert b'"evidence"' in rendered_bytes(built.state, built.config, request, "json", "en", cache=redis)

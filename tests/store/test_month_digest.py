@@ -1,36 +1,33 @@
-"""tracker.store.month_digest: a month's inputs at every cutoff read at once equal, cutoff by cutoff, what
-`MonthState.month_inputs` reads from the database (the oracle), before and after JSON (encode, decode).
+"""tracker.store.month_digest: a month's snapshot at every cutoff, read and folded per PR at once, equals,
+cutoff by cutoff, what `build_snapshot` makes of what `MonthState.month_inputs` reads from the database
+(the oracle), with the same changed paths, before and after JSON (encode, decode).
 A real month (60 real Megatron-LM PRs of May 2026 with made-up lives: pushes, retitles, labels, merges,
 closes, PRs still open) through the webhook and the worker's jobs, the files of every head fetched from
-the fake GitHub, one head GitHub no longer has; on SQLite and PostgreSQL."""
+the fake GitHub, one head GitHub no longer has, one whose files are not known yet; on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from flask import Flask
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from tests.paths import require_shared
 
 require_shared()
 
 from tests.scenario import REPO, deliver, megatron_month  # noqa: E402
-from tracker.core.timeline import Fact  # noqa: E402
-from tracker.reports.digests import month_ends  # noqa: E402
+from tracker.core.classify import Category  # noqa: E402
+from tracker.core.snapshot import build_snapshot  # noqa: E402
+from tracker.reports.digests import month_windows  # noqa: E402
+from tracker.reports.loading import snapshot_json  # noqa: E402
 from tracker.store.heads import UNAVAILABLE  # noqa: E402
-from tracker.store.month_digest import decode, encode, read_digest  # noqa: E402
-from tracker.store.month_state import MonthInputs  # noqa: E402
-from tracker.store.schema import heads  # noqa: E402
+from tracker.store.month_digest import PATHS, encode, evidence_field, fold_encoded, read_digest  # noqa: E402
+from tracker.store.schema import head_verdicts, heads  # noqa: E402
 from tracker.web.context import services  # noqa: E402
 
 MONTH = "2026-05"
-
-
-def comparable(inputs: MonthInputs) -> tuple[Any, ...]:
-    """The inputs with each timeline in one order (the fold sorts them; the database gives any order)."""
-    timelines = {number: sorted(facts, key=Fact.sort_key.fget) for number, facts in inputs.timelines.items()}  # type: ignore[arg-type]
-    return timelines, inputs.versions, inputs.verdicts, inputs.unavailable, inputs.paths
 
 
 def test_the_digest_gives_what_the_database_gives_at_every_cutoff(app: Flask, github: Any) -> None:
@@ -47,19 +44,55 @@ def test_the_digest_gives_what_the_database_gives_at_every_cutoff(app: Flask, gi
                 .where(heads.c.number == gone.number, heads.c.head_sha == gone.head_sha)
                 .values(source=UNAVAILABLE)
             )
-        ends = month_ends(MONTH, s.config.timezone_for(REPO))
-        digest = read_digest(state.engine, REPO, MONTH, ends)
-        again = decode(encode(digest))
-        assert again == digest
-        assert len(ends) == 31
+            # and one head whose files are not fetched yet: its PR is pending while that head is its own
+            waiting = conn.execute(
+                select(head_verdicts.c.number, head_verdicts.c.head_sha)
+                .where(head_verdicts.c.number != gone.number)
+                .order_by(head_verdicts.c.number.desc())
+                .limit(1)
+            ).first()
+            assert waiting is not None
+            conn.execute(
+                delete(head_verdicts).where(
+                    head_verdicts.c.number == waiting.number, head_verdicts.c.head_sha == waiting.head_sha
+                )
+            )
+        windows = month_windows(MONTH, s.config.timezone_for(REPO))
+        rules = s.config.rules_for(REPO)
+        digest = read_digest(state.engine, REPO, MONTH, windows, rules)
+        encoded = encode(digest)  # the fields of its Redis hash
+        assert len(windows) == 31
         checked = 0
-        for end in ends:
-            oracle = state.month_inputs(REPO, MONTH, end)
-            for read in (digest.inputs_at(end), again.inputs_at(end)):
-                assert read is not None
-                assert comparable(read) == comparable(oracle)
-            checked += len(oracle.versions)
+        categories = set()
+        for index, window in enumerate(windows):
+            inputs = state.month_inputs(REPO, MONTH, window.end)
+            oracle = build_snapshot(
+                REPO, window, inputs.timelines, inputs.versions, inputs.verdicts, rules, inputs.unavailable
+            )
+            numbers = {pr.status.number for pr in oracle.pull_requests}
+            paths = {number: files for number, files in inputs.paths.items() if number in numbers}
+            cut, table, evidence = encoded[str(index)], encoded[PATHS], encoded[evidence_field(index)]
+            for folded in (digest.fold_at(REPO, window), fold_encoded(cut, table, evidence, REPO, window)):
+                assert folded is not None
+                assert folded == (oracle, paths)
+                assert snapshot_json(folded[0]) == snapshot_json(oracle)  # the same bytes, key order and all
+            # Without the evidence (for the Markdown and the HTML): the same but for it.
+            for bare in (
+                digest.fold_at(REPO, window, evidence=False),
+                fold_encoded(cut, table, None, REPO, window, with_evidence=False),
+            ):
+                assert bare is not None
+                assert [replace(pr, evidence={}) for pr in oracle.pull_requests] == list(bare[0].pull_requests)
+                assert bare[0].stats == oracle.stats and bare[1] == paths
+            checked += len(oracle.pull_requests)
+            categories.update(pr.category for pr in oracle.pull_requests)
+            if any(pr.evidence.get("rule") == "files_unavailable" for pr in oracle.pull_requests):
+                categories.add("unavailable")
         assert checked > 31 * 10
-        assert any(digest.inputs_at(end).unavailable for end in ends)  # type: ignore[union-attr]
-        assert any(digest.inputs_at(end).paths for end in ends)  # type: ignore[union-attr]
-        assert digest.inputs_at(ends[0] + 1) is None  # not a window end of this month
+        assert {Category.SUBSTANTIVE, Category.PENDING, "unavailable"} <= categories
+        assert digest.fold_at(REPO, replace(windows[0], end=windows[0].end + 1)) is None  # not a window of the month
+        assert fold_encoded(encoded["0"], encoded[PATHS], None, REPO, windows[0]) is None  # the evidence is missing
+        assert (
+            fold_encoded(encoded["1"], encoded[PATHS], encoded["evidence:1"], REPO, windows[0]) is None
+        )  # another day
+        assert fold_encoded(None, encoded[PATHS], encoded["evidence:0"], REPO, windows[0]) is None

@@ -79,6 +79,7 @@ class GroupInput:
     files: frozenset[str]
 
 
+@lru_cache(maxsize=16_384)
 def normalise_title(title: str) -> str:
     """The title compared between branches: `display_title`, without quotes, in lower case."""
     text = display_title(title).replace("`", " ").replace('"', " ")
@@ -102,24 +103,26 @@ def display_title(title: str) -> str:
     return text or title.strip()
 
 
-def references(title: str, body: str = "") -> set[int]:
+def references(title: str, body: str = "") -> frozenset[int]:
     """PR numbers a title or body names with a cue (cherry-pick, cp, port, mirror, counterpart, copy).
     A `cp:` title's own parenthesised number counts too: "cp: `Fix x (4089)` into `dev`"."""
     return title_references(title) | body_references(body)
 
 
-def title_references(title: str) -> set[int]:
+@lru_cache(maxsize=16_384)  # every report of a month reads the same titles and bodies again
+def title_references(title: str) -> frozenset[int]:
     """The PR numbers a title names with a cue, and a `cp:` title's parenthesised number."""
     title = title[:MAX_TITLE]
     found = _cued(title)
     if _CP_PREFIX.match(title):
         found |= {int(number) for number in _CP_NUMBER.findall(title)}
-    return found
+    return frozenset(found)
 
 
-def body_references(body: str) -> set[int]:
+@lru_cache(maxsize=16_384)
+def body_references(body: str) -> frozenset[int]:
     """The PR numbers a body names with a cue."""
-    return _cued(body[:MAX_BODY])
+    return frozenset(_cued(body[:MAX_BODY]))
 
 
 def change_groups(prs: Sequence[GroupInput]) -> list[tuple[int, ...]]:

@@ -21,10 +21,11 @@ and their area (the taxonomy's, else the code layout's). Titles are cleaned (tra
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -35,6 +36,7 @@ from tracker.core.taxonomy import ThemeConfig
 from tracker.core.themes import LAYOUT_PREFIX, ThemeChoice, choose_theme, layout_area, layout_theme
 from tracker.core.timeline import PRState
 from tracker.core.titles import clean_title, word_count
+from tracker.core.window import local_midnight
 
 DELIVERED, IN_PROGRESS = "delivered", "in_progress"
 MAX_THEMES = clusters.MAX_THEMES
@@ -452,9 +454,10 @@ def _days(snapshot: MonthSnapshot) -> tuple[Day, ...]:
     first = window.month.first_day
     count = (window.cutoff - first).days + 1
     opened, merged, closed = [0] * count, [0] * count, [0] * count
+    ends = [local_midnight(first + timedelta(days=i + 1), tz) for i in range(count)]  # of each day
 
     def index(instant: int) -> int:
-        return (datetime.fromtimestamp(instant, tz).date() - first).days
+        return bisect_right(ends, instant)
 
     for pr in snapshot.pull_requests:
         if not pr.substantive:

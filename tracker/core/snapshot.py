@@ -108,31 +108,53 @@ def build_snapshot(
     rules = rules or Rules()
     pull_requests = []
     for number in sorted(timelines):
-        facts = timelines[number]
-        status = assess(number, facts, window)
-        if status is None:
-            continue
-        merged = [f.at for f in facts if f.kind is FactKind.MERGED and f.at < window.end]
-        closed = [f.at for f in facts if f.kind is FactKind.CLOSED and window.contains(f.at)]
         version = versions.get(number)
         verdict = verdicts.get((number, version.head_sha)) if version is not None else None
-        category, evidence = classify_pull_request(
-            verdict, version.title if version else "", version.labels if version else (), rules
-        )
-        if version is not None and (number, version.head_sha) in unavailable:
-            # GitHub no longer has this head's files (deleted fork, force-pushed away): say so.
-            evidence = {"rule": "files_unavailable", "head_sha": version.head_sha}
-        pull_requests.append(
-            PullRequestSnapshot(
-                status=status,
-                version=version,
-                created_at=min(f.at for f in facts if f.kind is FactKind.OPENED),
-                merged_at=min(merged) if merged else None,
-                closed_at=max(closed) if closed and status.counts_closed_unmerged else None,
-                category=category,
-                evidence=evidence,
-            )
-        )
+        gone = version is not None and (number, version.head_sha) in unavailable
+        pr = fold_pull_request(number, timelines[number], window, version, verdict, rules, gone)
+        if pr is not None:
+            pull_requests.append(pr)
+    return assemble_snapshot(repo, window, pull_requests, coverage)
+
+
+def fold_pull_request(
+    number: int,
+    facts: Sequence[Fact],
+    window: Window,
+    version: AttributeVersion | None,
+    verdict: HeadVerdict | None,
+    rules: Rules,
+    unavailable: bool = False,
+) -> PullRequestSnapshot | None:
+    """One PR in the window: its facts (all of them, before and after the window), its version at the
+    window end and that head's verdict (`unavailable`: GitHub no longer has the head's files). None when
+    it has no activity inside the window."""
+    status = assess(number, facts, window)
+    if status is None:
+        return None
+    merged = [f.at for f in facts if f.kind is FactKind.MERGED and f.at < window.end]
+    closed = [f.at for f in facts if f.kind is FactKind.CLOSED and window.contains(f.at)]
+    category, evidence = classify_pull_request(
+        verdict, version.title if version else "", version.labels if version else (), rules
+    )
+    if version is not None and unavailable:
+        # GitHub no longer has this head's files (deleted fork, force-pushed away): say so.
+        evidence = {"rule": "files_unavailable", "head_sha": version.head_sha}
+    return PullRequestSnapshot(
+        status=status,
+        version=version,
+        created_at=min(f.at for f in facts if f.kind is FactKind.OPENED),
+        merged_at=min(merged) if merged else None,
+        closed_at=max(closed) if closed and status.counts_closed_unmerged else None,
+        category=category,
+        evidence=evidence,
+    )
+
+
+def assemble_snapshot(
+    repo: str, window: Window, pull_requests: Sequence[PullRequestSnapshot], coverage: Coverage | None = None
+) -> MonthSnapshot:
+    """The snapshot of the PRs `fold_pull_request` kept, in the order of their numbers."""
     categories = Counter(pr.category for pr in pull_requests)
     return MonthSnapshot(
         repo=repo,

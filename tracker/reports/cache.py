@@ -76,7 +76,10 @@ def rendered_bytes(
             log.warning("render cache unavailable", exc_info=True)
             key = None
     with collector_paused():
-        data = render_bytes(report_for(state, config, request, cache=cache), fmt, lang, detail)
+        # The Markdown and the HTML show no PR's evidence: a snapshot from the month's digest leaves it out.
+        report = report_for(state, config, request, cache=cache, evidence=fmt == "json" and detail == FULL)
+        data = render_bytes(report, fmt, lang, detail)
+        del report  # freed inside the pause
     if cache is not None and key is not None:
         try:
             keep(cache, key, data)

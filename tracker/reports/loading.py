@@ -11,15 +11,17 @@ from redis import Redis
 from sqlalchemy import Engine
 
 from tracker.config import TrackerConfig
+from tracker.core.coverage import Coverage
 from tracker.core.report import Report, build_report
 from tracker.core.snapshot import MonthSnapshot, build_snapshot
 from tracker.core.window import Window, resolve_window, today_in
 from tracker.reports.coverage import window_coverage_of
-from tracker.reports.digests import cached_inputs
+from tracker.reports.digests import KeptDigest, cached_fold
 from tracker.reports.groupings import SharedGroupings
 from tracker.reports.prose import with_prose
 from tracker.reports.render import json_bytes
 from tracker.store.history import HistoryStore
+from tracker.store.month_digest import MonthDigest
 from tracker.store.month_state import MonthInputs, MonthState
 
 # An unknown repository's message names at most this many of the known ones.
@@ -107,22 +109,31 @@ def report_for(
     *,
     prose: bool = True,
     cache: Redis | None = None,
-    inputs: MonthInputs | None = None,
+    digest: MonthDigest | KeptDigest | None = None,
+    evidence: bool = True,
 ) -> Report:
     """The report model of the month at the cutoff: one read, then pure computation; with the narrator's
     stored prose when the repository uses it (`prose=False`: the deterministic report, which the
-    narrator describes). With `cache`, the month's inputs come from its digest when a worker kept one for
-    the month as it is (tracker.reports.digests), and each section's grouping into themes is read from
+    narrator describes). With `cache`, the month's snapshot comes from its digest when a worker kept one
+    for the month as it is (tracker.reports.digests), and each section's grouping into themes is read from
     Redis when any process computed it before, and kept there when computed (tracker.reports.groupings).
-    `inputs`: the month's inputs at the window's end when the caller has them already (a worker holding
-    the month's digest)."""
+    `digest`: the month's digest when the caller holds it already (a worker that just read it, or that reads
+    each cutoff of a month from Redis).
+    `evidence=False`: for a document that does not show each PR's evidence (the Markdown and the HTML), the
+    snapshot from a digest leaves it empty rather than parse it."""
     window = request.window
-    if inputs is None:
-        inputs = cached_inputs(cache, state, request.repo, str(window.month), window.timezone, window.end)
-    if inputs is None:
+    coverage = window_coverage_of(HistoryStore(state.engine), request.repo, window)
+    folded = (
+        digest.fold_at(request.repo, window, coverage, evidence=evidence)
+        if digest is not None
+        else cached_fold(cache, state, config, request.repo, window, coverage, evidence=evidence)
+    )
+    if folded is not None:
+        snapshot, paths = folded
+    else:
         inputs = state.month_inputs(request.repo, str(window.month), window.end)
-    snapshot = _snapshot(state, config, request, inputs)
-    report = build_report(snapshot, inputs.paths, config.themes_for(request.repo), group=SharedGroupings(cache))
+        snapshot, paths = _snapshot(state, config, request, inputs, coverage), inputs.paths
+    report = build_report(snapshot, paths, config.themes_for(request.repo), group=SharedGroupings(cache))
     return with_prose(report, state.engine, config) if prose else report
 
 
@@ -131,7 +142,13 @@ def snapshot_for(state: MonthState, config: TrackerConfig, request: MonthRequest
     return _snapshot(state, config, request, state.month_inputs(request.repo, str(window.month), window.end))
 
 
-def _snapshot(state: MonthState, config: TrackerConfig, request: MonthRequest, inputs: MonthInputs) -> MonthSnapshot:
+def _snapshot(
+    state: MonthState,
+    config: TrackerConfig,
+    request: MonthRequest,
+    inputs: MonthInputs,
+    coverage: Coverage | None = None,
+) -> MonthSnapshot:
     return build_snapshot(
         request.repo,
         request.window,
@@ -140,7 +157,9 @@ def _snapshot(state: MonthState, config: TrackerConfig, request: MonthRequest, i
         inputs.verdicts,
         config.rules_for(request.repo),
         inputs.unavailable,
-        window_coverage_of(HistoryStore(state.engine), request.repo, request.window),
+        coverage
+        if coverage is not None
+        else window_coverage_of(HistoryStore(state.engine), request.repo, request.window),
     )
 
 

@@ -15,12 +15,12 @@ import calendar
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 from urllib.parse import quote
 
 import orjson
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import Environment, PackageLoader, StrictUndefined, Template
 
 from tracker.core.report import Change, Day, Highlight, Report, Section, Theme
 
@@ -83,6 +83,7 @@ def language(value: str | None) -> str:
         raise UnknownLanguage(f"language {value!r} is not offered: use en or zh-CN") from None
 
 
+@lru_cache(maxsize=65_536)  # a report says each base branch at every citation, and each title in several places
 def plain(text: str, limit: int | None = MAX_TITLE) -> str:
     """One line, no control or invisible characters, at most `limit` characters."""
     line = _CONTROL.sub(" ", _INVISIBLE.sub("", text)).strip()
@@ -90,6 +91,7 @@ def plain(text: str, limit: int | None = MAX_TITLE) -> str:
     return line if limit is None or len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
+@lru_cache(maxsize=65_536)
 def markdown_text(text: str, limit: int | None = None) -> str:
     """Untrusted text made inert in Markdown: one line, every structural character escaped, nothing
     GitHub would link, mention or reference."""
@@ -140,6 +142,7 @@ def _segment(part: str) -> str:
     return encoded.replace(".", "%2E") if set(part) <= {"."} else encoded
 
 
+@lru_cache(maxsize=65_536, typed=True)  # typed: `True` is not the number 1
 def pull_url(repo: str, number: int) -> str:
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
         raise ValueError(f"not a pull request number: {number!r}")
@@ -360,7 +363,23 @@ def render(report: Report, fmt: str, lang: str) -> str:
         "other_lang": "en" if lang == "zh-CN" else "zh-CN",
         "themed": report.themed,
     }
-    return _environment(fmt).get_template(template).render(**context)
+    return _rendered(_environment(fmt).get_template(template), context)
+
+
+def _rendered(template: Template, variables: dict[str, Any]) -> str:
+    """`template.render(**variables)`, and then the render's context emptied. Jinja's context and the
+    macros the template defines refer to each other, a cycle that reference counting cannot free: every
+    render would leave its context, and the whole report it holds (tens of thousands of objects for a
+    big month), to the cyclic collector, which then walks them in the middle of a later request."""
+    context = template.new_context(variables)
+    try:
+        return template.environment.concat(template.root_render_func(context))
+    except Exception:
+        return template.environment.handle_exception()
+    finally:
+        context.vars.clear()
+        context.exported_vars.clear()
+        context.parent.clear()
 
 
 def render_bytes(report: Report, fmt: str, lang: str, detail: str = FULL) -> bytes:

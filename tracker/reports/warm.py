@@ -34,7 +34,7 @@ from tracker.core.repository import repository_key
 from tracker.core.window import WindowError, resolve_window
 from tracker.reports.cache import keep, render_key
 from tracker.reports.collector import collector_paused
-from tracker.reports.digests import digest_key, keep_digest, kept_digest
+from tracker.reports.digests import KeptDigest, digest_key, keep_digest, kept_digest
 from tracker.reports.loading import MonthRequest, UnknownRepository, report_for, resolve
 from tracker.reports.records import served_record
 from tracker.reports.render import FULL, SUMMARY, render_bytes
@@ -96,9 +96,9 @@ def warm_month(services: WarmServices, full_name: str, month: str) -> Warmed | N
     window = request.window
     with collector_paused():
         digest = None
-        if not cache.exists(digest_key(state, request.repo, str(window.month), window.timezone)):
+        if not cache.exists(digest_key(state, config, request.repo, str(window.month), window.timezone)):
             # every cutoff reads it
-            digest = keep_digest(cache, state, request.repo, str(window.month), window.timezone)
+            digest = keep_digest(cache, state, config, request.repo, str(window.month), window.timezone)
         keys = {document: render_key(state, config, request, *document) for document in DOCUMENTS}
         missing = [document for document, key in keys.items() if not cache.exists(key)]
         if missing:
@@ -119,23 +119,22 @@ def earlier_key(full_name: str, month: str) -> str:
 
 
 def _group_earlier_cutoffs(
-    cache: Redis, services: WarmServices, request: MonthRequest, digest: MonthDigest | None
+    cache: Redis, services: WarmServices, request: MonthRequest, digest: MonthDigest | KeptDigest | None
 ) -> int:
     """Keep the grouping of each cutoff before the month-to-date one (a grouping kept already, by content,
     costs a Redis read); the number of cutoffs passed over."""
     state, config, window = services.state, services.config, request.window
     month = str(window.month)
     if digest is None:
-        digest = kept_digest(cache, state, request.repo, month, window.timezone)
-    if digest is None:  # the month changed since its digest was kept: the next warm passes over them
-        cache.delete(earlier_key(request.repo, month))
-        return 0
+        digest = kept_digest(cache, state, config, request.repo, month, window.timezone)
+        if not cache.exists(digest.key):  # the month changed since its digest was kept: the next warm passes
+            cache.delete(earlier_key(request.repo, month))
+            return 0
     days = 0
     day = window.month.first_day
     while day < window.cutoff:
         earlier = MonthRequest(request.repo, resolve_window(month, day.isoformat(), window.timezone, window.cutoff))
-        inputs = digest.inputs_at(earlier.window.end)
-        report_for(state, config, earlier, prose=False, cache=cache, inputs=inputs)
+        report_for(state, config, earlier, prose=False, cache=cache, digest=digest, evidence=False)
         day += timedelta(days=1)
         days += 1
     return days

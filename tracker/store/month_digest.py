@@ -1,18 +1,25 @@
-"""A month's report inputs at every cutoff, read once: what a worker precomputes so that a request at
-any cutoff of the month does not read the database (issue 14).
+"""A month's snapshot at every cutoff, folded once per PR: what a worker precomputes so that a request at
+any cutoff of the month neither reads the database nor folds facts (issue 14).
 
 A report window ends at one of the month's local midnights (the day after its cutoff), so a month has at
-most 31 windows. `read_digest` reads what `MonthState.month_inputs` reads for all of them at once: the
-month's PRs (the activity index), the best instant of each of their facts, the version each PR has at each
-window end (`attributes.version_at`, kept once per run of ends it holds for), and the verdict, changed
-paths and availability of every head those versions name. `MonthDigest.inputs_at(end)` then gives, in
-memory, exactly the `MonthInputs` that `month_inputs(repo, month, end)` reads from the database (a test
-compares them at every cutoff). `encode` and `decode` turn it into JSON bytes and back, for Redis
-(tracker.reports.digests keeps it under the month's version, so any change makes it a miss).
+most 31 windows. `read_digest` reads what `MonthState.month_inputs` reads for all of them at once (the
+month's PRs from the activity index, the best instant of each of their facts, the version each PR has at
+each window end, the verdict, changed paths and availability of every head those versions name), then
+folds each PR (`snapshot.fold_pull_request`, what `build_snapshot` does for one PR) at the windows where
+something about it changes: the first window holding each of its facts and each window whose end gives it
+another version. In between, the PR's entry is the same, so each PR keeps one entry per change (three or
+four in a busy month) instead of one per cutoff.
+
+`MonthDigest.fold_at(window)` then picks each PR's entry and version for that window and assembles the
+snapshot, exactly the one `build_snapshot` makes from `month_inputs` (a test compares them at every cutoff
+of a real month on both engines), with the changed paths of each PR's head then (what the report's themes
+read). `encode` and `decode` turn it into JSON bytes and back, for Redis (tracker.reports.digests keeps it
+under the month's version and the classification rules, so any change makes it a miss).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass, fields
@@ -22,72 +29,135 @@ import orjson
 from sqlalchemy import Engine, select
 
 from tracker.core.attributes import AttributeVersion, version_at
-from tracker.core.classify import Category, HeadVerdict
+from tracker.core.classify import Category, HeadVerdict, Rules
+from tracker.core.coverage import Coverage
 from tracker.core.repository import repository_key
-from tracker.core.timeline import Fact, FactKind
-from tracker.store.month_state import MonthInputs, best_facts, head_details, version_candidates, version_from_row
+from tracker.core.snapshot import MonthSnapshot, PullRequestSnapshot, assemble_snapshot, fold_pull_request
+from tracker.core.stats import PullRequestStatus
+from tracker.core.timeline import Activity, Fact, FactKind, PRState, ordered
+from tracker.core.window import Window
+from tracker.store.heads import verdict_from_row
+from tracker.store.month_state import best_facts, head_details, version_candidates, version_from_row
 from tracker.store.schema import month_activity, pr_facts, pr_versions
 
-FORMAT = 2  # of `encode`; part of the cache key
+FORMAT = 4  # of `encode`; part of the cache key
 _KINDS = {kind.value: kind for kind in FactKind}
 _CATEGORIES = {category.value: category for category in Category}
+_STATES = {state.value: state for state in PRState}
 _VERSION_FIELDS = tuple(field.name for field in fields(AttributeVersion))  # a version is a list in this order
 
 
 @dataclass(frozen=True)
 class MonthDigest:
     """Plain data (what JSON holds), so that reading one back costs a parse and nothing more: the
-    objects a cutoff needs are built by `inputs_at`, for that cutoff only (a month names about three
-    times as many versions and heads as any one cutoff reads)."""
+    objects a cutoff needs are built by `fold_at`, for that cutoff only."""
 
     ends: list[int]  # the window end of each cutoff day, ascending
-    facts: list[list[Any]]  # [number, instant, kind]: each fact at its best instant
     # [number, [[index of the first end it is chosen for, [version fields in _VERSION_FIELDS order]], ...]],
     # in the order of the ends
     versions: list[list[Any]]
-    # [number, head sha, category, whitespace only, evidence as JSON text (parsed only when read)]
-    verdicts: list[list[Any]]
+    # [number, [[index of the first end it holds for, entry (`_entry`) or None: not in the snapshot], ...]],
+    # by number
+    pull_requests: list[list[Any]]
+    # every entry's evidence once, as JSON text: parsed only for a document that shows it (the JSON)
+    evidence: list[str]
     path_table: list[str]  # every changed path once
     paths: list[list[Any]]  # [number, head sha, [positions in path_table]]
-    unavailable: list[list[Any]]  # [number, head sha]
 
-    def inputs_at(self, end: int) -> MonthInputs | None:
-        """What `MonthState.month_inputs` reads for a window ending at `end`; None when `end` is not one
-        of this digest's ends."""
-        if end not in self.ends:
-            return None
-        index = self.ends.index(end)
-        timelines: dict[int, list[Fact]] = defaultdict(list)
-        for number, at, kind in self.facts:
-            if at < end:
-                timelines[number].append(Fact(_KINDS[kind], at))
-        versions: dict[int, AttributeVersion] = {}
-        for number, chosen in self.versions:
-            held = [fields for first, fields in chosen if first <= index]
-            if held:
-                versions[number] = _attributes(held[-1])
-        heads = {(number, version.head_sha) for number, version in versions.items()}
-        return MonthInputs(
-            timelines=dict(timelines),
-            versions=versions,
-            verdicts={
-                (number, sha): HeadVerdict(sha, _CATEGORIES[category], whitespace_only, orjson.loads(evidence))
-                for number, sha, category, whitespace_only, evidence in self.verdicts
-                if (number, sha) in heads
-            },
-            unavailable=frozenset((number, sha) for number, sha in self.unavailable if (number, sha) in heads),
-            paths={
-                number: [self.path_table[position] for position in positions]
+    def index_of(self, window: Window) -> int | None:
+        """The position of `window` among the month's cutoffs, or None when it does not end at one of
+        this digest's ends."""
+        index = window.cutoff.day - 1  # a month's windows are its days, in order
+        return index if 0 <= index < len(self.ends) and self.ends[index] == window.end else None
+
+    def slice_at(self, index: int) -> CutoffSlice:
+        """What the cutoff at `index` reads: each PR in its snapshot with its entry, version and changed
+        paths then, and their evidence."""
+        chosen: dict[int, list[Any]] = {}
+        for number, held in self.versions:
+            values = _held_at(held, index)
+            if values is not None:
+                chosen[number] = values
+        heads = {number: values[_HEAD_SHA] for number, values in chosen.items()}
+        local: dict[int, int] = {}  # position in the month's evidence -> in the slice's
+        pull_requests = []
+        for number, entries in self.pull_requests:
+            entry = _held_at(entries, index)
+            if entry is not None:
+                shown = [*entry]
+                shown[_EVIDENCE] = local.setdefault(entry[_EVIDENCE], len(local))
+                pull_requests.append([number, shown])
+        numbers = {number for number, _ in pull_requests}
+        return CutoffSlice(
+            end=self.ends[index],
+            versions=[[number, chosen[number]] for number, _ in pull_requests if number in chosen],
+            pull_requests=pull_requests,
+            paths=[
+                [number, positions]
                 for number, sha, positions in self.paths
-                if (number, sha) in heads
-            },
+                if number in numbers and heads.get(number) == sha
+            ],
+            evidence=[self.evidence[position] for position in local],
         )
 
+    def fold_at(
+        self, repo: str, window: Window, coverage: Coverage | None = None, *, evidence: bool = True
+    ) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
+        """The snapshot `build_snapshot` makes of `MonthState.month_inputs` for `window`, and the changed
+        paths of the head each of its PRs has at the window end; None when the window is not one of this
+        digest's. `evidence=False`: each PR's evidence left empty, for a document that does not show it
+        (the Markdown and the HTML), which saves parsing it."""
+        index = self.index_of(window)
+        if index is None:
+            return None
+        cut = self.slice_at(index)
+        shown = [orjson.loads(text) for text in cut.evidence] if evidence else None
+        return _folded(cut.versions, cut.pull_requests, cut.paths, self.path_table, shown, repo, window, coverage)
 
-def read_digest(engine: Engine, full_name: str, month: str, ends: Sequence[int]) -> MonthDigest:
-    """The month's inputs at each of `ends` (ascending), in one read."""
+
+@dataclass(frozen=True)
+class CutoffSlice:
+    end: int
+    versions: list[list[Any]]  # [number, version fields]
+    pull_requests: list[list[Any]]  # [number, entry], the entry's evidence a position in `evidence`
+    paths: list[list[Any]]  # [number, positions in the month's path table]
+    evidence: list[str]  # JSON texts
+
+
+def _held_at(held: list[list[Any]], index: int) -> Any:
+    """The value of [[first index, value], ...] (by first index) at `index`, or None."""
+    found = None
+    for first, value in held:
+        if first > index:
+            break
+        found = value
+    return found
+
+
+def _folded(
+    versions: list[list[Any]],
+    entries: list[list[Any]],
+    paths: list[list[Any]],
+    path_table: list[str],
+    evidence: list[dict[str, Any]] | None,
+    repo: str,
+    window: Window,
+    coverage: Coverage | None,
+) -> tuple[MonthSnapshot, dict[int, list[str]]]:
+    attributes = {number: _attributes(values) for number, values in versions}
+    pull_requests = [
+        _pull_request(number, entry, attributes.get(number), evidence[entry[_EVIDENCE]] if evidence is not None else {})
+        for number, entry in entries
+    ]
+    changed = {number: [path_table[position] for position in positions] for number, positions in paths}
+    return assemble_snapshot(repo, window, pull_requests, coverage), changed
+
+
+def read_digest(engine: Engine, full_name: str, month: str, windows: Sequence[Window], rules: Rules) -> MonthDigest:
+    """The month's snapshot at each of `windows` (the month's, by ascending end), in one read, each PR
+    classified by `rules`."""
     repo = repository_key(full_name)
-    ends = tuple(ends)
+    ends = [window.end for window in windows]
     with engine.connect().execution_options(read_only=True) as conn:
         numbers = list(
             conn.execute(
@@ -95,7 +165,7 @@ def read_digest(engine: Engine, full_name: str, month: str, ends: Sequence[int])
             ).scalars()
         )
         if not numbers or not ends:
-            return MonthDigest(list(ends), [], [], [], [], [], [])
+            return MonthDigest(ends, [], [], [], [], [])
         fact_rows = conn.execute(
             select(pr_facts.c.number, pr_facts.c.kind, pr_facts.c.ident, pr_facts.c.at, pr_facts.c.rank).where(
                 pr_facts.c.repo == repo, pr_facts.c.number.in_(numbers)
@@ -112,48 +182,168 @@ def read_digest(engine: Engine, full_name: str, month: str, ends: Sequence[int])
             known[row.number].append(version_from_row(row))
         for number, rows in version_candidates(conn, repo, numbers, ends[-1]).items():
             known[number].extend(version for version in rows if version.at >= ends[-1])
-        versions: list[list[Any]] = []
-        named: set[tuple[int, str]] = set()
+        chosen: dict[int, list[tuple[int, AttributeVersion]]] = {}
         for number, rows in known.items():
-            chosen: list[tuple[int, AttributeVersion]] = []
+            held: list[tuple[int, AttributeVersion]] = []
             for index, end in enumerate(ends):
                 version = version_at(rows, end)
-                if version is not None and (not chosen or chosen[-1][1] != version):
-                    chosen.append((index, version))
-            versions.append([number, [[first, _fields(version)] for first, version in chosen]])
-            named.update((number, version.head_sha) for _, version in chosen)
-        heads = sorted(named)
+                if version is not None and (not held or held[-1][1] != version):
+                    held.append((index, version))
+            chosen[number] = held
+        heads = sorted({(number, version.head_sha) for number, held in chosen.items() for _, version in held})
         verdict_rows, path_rows, gone = head_details(conn, repo, heads)
+    timelines: dict[int, list[Fact]] = defaultdict(list)
+    for number, at, kind in best_facts(fact_rows).values():
+        timelines[number].append(Fact(_KINDS[kind], at))
+    verdicts = {(row.number, row.head_sha): verdict_from_row(row) for row in verdict_rows}
+    unavailable = {(number, sha) for number, sha in gone}
+    pull_requests = []
+    evidence: dict[bytes, int] = {}  # JSON text -> position in the digest's evidence
+    for number in sorted(timelines):
+        entries = _fold(
+            number, ordered(timelines[number]), windows, chosen.get(number, []), verdicts, unavailable, rules, evidence
+        )
+        if entries:
+            pull_requests.append([number, entries])
     table: dict[str, int] = {}
     paths: dict[tuple[int, str], list[int]] = defaultdict(list)
     for number, sha, path in path_rows:
         paths[(number, sha)].append(table.setdefault(path, len(table)))
     return MonthDigest(
-        ends=list(ends),
-        facts=[list(fact) for fact in best_facts(fact_rows).values()],
-        versions=versions,
-        verdicts=[
-            [row.number, row.head_sha, row.category, bool(row.whitespace_only), row.evidence] for row in verdict_rows
-        ],
+        ends=ends,
+        versions=[[number, [[first, _fields(version)] for first, version in held]] for number, held in chosen.items()],
+        pull_requests=pull_requests,
+        evidence=[text.decode() for text in evidence],
         path_table=list(table),
         paths=[[number, sha, positions] for (number, sha), positions in paths.items()],
-        unavailable=[[number, sha] for number, sha in gone],
     )
 
 
-def encode(digest: MonthDigest) -> bytes:
-    return orjson.dumps({"format": FORMAT, **{field.name: getattr(digest, field.name) for field in fields(digest)}})
+def _fold(
+    number: int,
+    timeline: Sequence[Fact],
+    windows: Sequence[Window],
+    versions: Sequence[tuple[int, AttributeVersion]],
+    verdicts: dict[tuple[int, str], HeadVerdict],
+    unavailable: set[tuple[int, str]],
+    rules: Rules,
+    evidence: dict[bytes, int],
+) -> list[list[Any]]:
+    """One PR's entries: [index of the first window, entry or None] at each window where it changes. Its
+    entry in a window depends on its facts before the window's end and its version then, so it can only
+    change at the first window holding each fact and at each window giving it another version."""
+    ends = [window.end for window in windows]
+    changes = {bisect_right(ends, fact.at) for fact in timeline} | {first for first, _ in versions}
+    entries: list[list[Any]] = []
+    for index in sorted(change for change in changes if change < len(windows)):
+        window = windows[index]
+        held = [fact for fact in timeline if fact.at < window.end]
+        version = next((version for first, version in reversed(versions) if first <= index), None)
+        verdict, gone = None, False
+        if version is not None:
+            verdict = verdicts.get((number, version.head_sha))
+            gone = (number, version.head_sha) in unavailable
+        folded = fold_pull_request(number, held, window, version, verdict, rules, gone) if held else None
+        value = _entry(folded, evidence) if folded is not None else None
+        if (entries and entries[-1][1] != value) or (not entries and value is not None):
+            entries.append([index, value])
+    return entries
 
 
-def decode(data: bytes) -> MonthDigest | None:
-    """The digest `encode` made, or None for another format."""
-    document = orjson.loads(data)
-    if not isinstance(document, dict) or document.pop("format", None) != FORMAT:
+def _entry(pr: PullRequestSnapshot, evidence: dict[bytes, int]) -> list[Any]:
+    activity = pr.status.activity
+    return [
+        pr.status.state.value,
+        activity.opened,
+        activity.committed,
+        activity.closed,
+        activity.reopened,
+        activity.merged,
+        pr.created_at,
+        pr.merged_at,
+        pr.closed_at,
+        pr.category.value,
+        evidence.setdefault(orjson.dumps(pr.evidence), len(evidence)),  # keys in their order, as shown
+    ]
+
+
+_EVIDENCE = 10  # an entry's position of its evidence
+
+
+def _pull_request(
+    number: int, entry: list[Any], version: AttributeVersion | None, evidence: dict[str, Any]
+) -> PullRequestSnapshot:
+    state, opened, committed, closed, reopened, merged, created_at, merged_at, closed_at, category, _ = entry
+    return PullRequestSnapshot(
+        status=PullRequestStatus(number, _STATES[state], Activity(opened, committed, closed, reopened, merged)),
+        version=version,
+        created_at=created_at,
+        merged_at=merged_at,
+        closed_at=closed_at,
+        category=_CATEGORIES[category],
+        evidence=evidence,
+    )
+
+
+PATHS = "paths"  # the field of the month's path table in `encode`'s mapping
+
+
+def encode(digest: MonthDigest) -> dict[str, bytes]:
+    """The digest as the fields of a Redis hash: the month's path table (`PATHS`), and for the cutoff at
+    each index its slice (field `<index>`) and the evidence its entries name (`evidence:<index>`, a JSON
+    array read only for a document that shows it), so that a request reads one cutoff's part."""
+    encoded = {PATHS: orjson.dumps(digest.path_table)}
+    for index in range(len(digest.ends)):
+        cut = digest.slice_at(index)
+        encoded[str(index)] = orjson.dumps(
+            {
+                "format": FORMAT,
+                "end": cut.end,
+                "versions": cut.versions,
+                "pull_requests": cut.pull_requests,
+                "paths": cut.paths,
+            }
+        )
+        encoded[evidence_field(index)] = b"[" + b",".join(text.encode() for text in cut.evidence) + b"]"
+    return encoded
+
+
+def evidence_field(index: int) -> str:
+    return f"evidence:{index}"
+
+
+def fold_encoded(
+    cut: bytes | None,
+    path_table: bytes | None,
+    evidence: bytes | None,
+    repo: str,
+    window: Window,
+    coverage: Coverage | None = None,
+    *,
+    with_evidence: bool = True,
+) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
+    """`MonthDigest.fold_at` from the fields `encode` made for the window's cutoff (`evidence` only when
+    `with_evidence`); None when one is missing, of another format or for another window."""
+    if cut is None or path_table is None or (with_evidence and evidence is None):
         return None
-    return MonthDigest(**document)
+    document = orjson.loads(cut)
+    if not isinstance(document, dict) or document.get("format") != FORMAT or document.get("end") != window.end:
+        return None
+    shown = orjson.loads(evidence) if with_evidence and evidence is not None else None
+    return _folded(
+        document["versions"],
+        document["pull_requests"],
+        document["paths"],
+        orjson.loads(path_table),
+        shown,
+        repo,
+        window,
+        coverage,
+    )
 
 
 _LABELS = _VERSION_FIELDS.index("labels")
+_HEAD_SHA = _VERSION_FIELDS.index("head_sha")
 
 
 def _fields(version: AttributeVersion) -> list[Any]:
@@ -163,6 +353,6 @@ def _fields(version: AttributeVersion) -> list[Any]:
 
 
 def _attributes(values: list[Any]) -> AttributeVersion:
-    values = values.copy()  # the digest may be read at another cutoff
-    values[_LABELS] = tuple(values[_LABELS])
-    return AttributeVersion(*values)
+    copied = [*values]  # the digest may be read at another cutoff
+    copied[_LABELS] = tuple(copied[_LABELS])
+    return AttributeVersion(*copied)
