@@ -14,10 +14,10 @@ Figures, each with its ratio to the baseline:
   languages; tracker.reports.cache.rendered_bytes with the Redis cache), at the mid-month cutoff and at
   the month's last day, in three states:
   - workers warmed: what a request finds in the running service. The warm job (tracker.reports.warm.
-    warm_month, run once here) kept the month's digest and the grouping of every cutoff; the rendered
-    documents of the measured cutoff are deleted before each run and everything the process remembers of
-    PRs forgotten (`forget_memos`: the warm job ran in a worker, not in the web process), so each run reads
-    the cutoff's part of the digest, builds the report and renders it;
+    warm_month, run in another process, as a worker runs it) kept the month's digest and the grouping of
+    every cutoff; the rendered documents of the measured cutoff are deleted before each run and everything
+    this process remembers of PRs forgotten (`forget_memos`: a web process that never rendered the month),
+    so each run reads the cutoff's part of the digest, builds the report and renders it;
   - nothing kept: Redis flushed and the process's groupings forgotten (no workers ever ran): the SQL
     reads and the clustering into themes are paid;
   - unchanged: from the render cache.
@@ -38,11 +38,11 @@ import argparse
 import gc
 import inspect
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from datetime import date, timedelta
-from types import SimpleNamespace
 from typing import Any
 
 from _heads import HeadsUnsupported, store_heads
@@ -59,7 +59,7 @@ from tracker.queue import connect_redis
 from tracker.reports.cache import rendered_bytes
 from tracker.reports.loading import load_snapshot, resolve, snapshot_json
 from tracker.reports.render import FULL
-from tracker.reports.warm import DOCUMENTS, warm_month
+from tracker.reports.warm import DOCUMENTS
 from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState
 from tracker.store.rebuild import rebuild
@@ -96,6 +96,37 @@ def forget_memos() -> None:
             parameters = getattr(value, "cache_parameters", None)
             if parameters is not None and (parameters()["maxsize"] or 0) >= 1024:
                 value.cache_clear()
+
+
+WARM_IN_A_WORKER = """
+import sys, time
+from tracker.reports.warm import warm_month
+from tracker.services import Services
+from tracker.settings import load_settings
+services = Services.from_settings(load_settings())
+started = time.monotonic()
+warmed = warm_month(services, sys.argv[1], sys.argv[2])
+print(f"{warmed.cutoff if warmed else '-'} {warmed.earlier if warmed else 0} {time.monotonic() - started:.1f}")
+"""
+
+
+def warm_in_a_worker(stack: Stack, repo: str, month: str) -> str:
+    """Run the warm job (tracker.reports.warm.warm_month) in another process, as a worker does: the process
+    that serves the requests never held what the job computed."""
+    done = subprocess.run(
+        [sys.executable, "-c", WARM_IN_A_WORKER, repo, month],
+        env=stack.env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the warm job failed: {done.stderr.strip()[-2000:]}")
+    cutoff, earlier, seconds = done.stdout.split()
+    return (
+        f"warm job of {month} in a worker process (digest, documents of {cutoff}, the grouping of {earlier} "
+        f"earlier cutoffs): {seconds} s"
+    )
 
 
 def timed(function: Callable[[], object], runs: int, warmup: int = 3) -> list[float]:
@@ -253,7 +284,6 @@ def main() -> int:
             )
         cache = connect_redis(stack.redis_url)
         medians = [median]
-        services = SimpleNamespace(state=state, config=config, redis=cache)
         for day in (cutoff, str(month.last_day)):
             request = resolve(state, config, REPO, args.month, day, today=today)
 
@@ -269,12 +299,7 @@ def main() -> int:
                 forget_memos()
 
             nothing_cached()
-            started = time.monotonic()
-            warmed = warm_month(services, REPO, args.month)  # what the warm job does
-            print(
-                f"warm job of {args.month} (digest, documents of {warmed.cutoff if warmed else '-'}, the grouping "
-                f"of {warmed.earlier if warmed else 0} earlier cutoffs): {time.monotonic() - started:.1f} s"
-            )
+            print(warm_in_a_worker(stack, REPO, args.month))
             for fmt, lang, detail in DOCUMENTS:
 
                 def serve(wanted: Any = request, f: str = fmt, la: str = lang, form: str = detail) -> bytes:
@@ -302,7 +327,7 @@ def main() -> int:
                         f"({size / 1024:.0f} KB){verdict}"
                     )
                 nothing_cached()
-                warm_month(services, REPO, args.month)
+                warm_in_a_worker(stack, REPO, args.month)
         print(f"snapshot: done; {load_note()}")
     return 0 if all(m <= TARGET_MS for m in medians) else 1
 

@@ -33,7 +33,14 @@ from tracker.core import clusters
 from tracker.core.groups import GroupInput, change_groups, references
 from tracker.core.snapshot import MonthSnapshot, PullRequestSnapshot
 from tracker.core.taxonomy import ThemeConfig
-from tracker.core.themes import LAYOUT_PREFIX, ThemeChoice, choose_theme, layout_area, layout_theme
+from tracker.core.themes import (
+    LAYOUT_PREFIX,
+    ThemeChoice,
+    choose_theme,
+    considered_files_of,
+    layout_area_of,
+    layout_theme,
+)
 from tracker.core.timeline import PRState
 from tracker.core.titles import clean_title, word_count
 from tracker.core.window import local_midnight
@@ -382,7 +389,7 @@ def _area(members: Sequence[Change], themed: bool, highlight: bool = False) -> t
             best = min(counts, key=lambda key: (-counts[key], key))
             if 2 * counts[best] > len(members):
                 return names[best]
-    return layout_area([path for change in members for path in change.paths])
+    return layout_area_of(considered_files_of([change.paths for change in members]))
 
 
 def _highlights(topics: Sequence[clusters.Topic], changes: Sequence[Change], themed: bool) -> tuple[Highlight, ...]:
@@ -396,7 +403,7 @@ def _highlights(topics: Sequence[clusters.Topic], changes: Sequence[Change], the
         if topic.terms and (prior is None or (len(members) > 1 and topic.share >= 0.5)):
             en = zh = _capitalised(topic.terms[0])
         else:
-            en, zh = prior or _area(members, themed, highlight=True) or FURTHER
+            en, zh = (prior if themed else _area(members, themed, highlight=True)) or FURTHER
         if en in named:
             named[en][1].extend(members)
         else:

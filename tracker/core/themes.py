@@ -145,9 +145,23 @@ def is_auxiliary(path: str) -> bool:
 
 def considered_files(paths: Sequence[str]) -> tuple[str, ...]:
     """The files a change is judged by: its code files, or all its files when it has no code files."""
-    files = tuple(dict.fromkeys(p for p in map(_cleaned_path, paths) if p))
-    code = tuple(p for p in files if not is_auxiliary(p))
+    files, code = sorted_files(tuple(paths))
     return code or files
+
+
+@lru_cache(maxsize=16_384)  # one change's paths, read for its theme, its highlight and their names
+def sorted_files(paths: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """`paths` cleaned, each once, and those of them that are code files (not `is_auxiliary`)."""
+    files = tuple(dict.fromkeys(p for p in map(_cleaned_path, paths) if p))
+    return files, tuple(p for p in files if not is_auxiliary(p))
+
+
+def considered_files_of(groups: Sequence[Sequence[str]]) -> tuple[str, ...]:
+    """`considered_files` of all the paths of several changes together: the code files of any of them, or
+    every file when none has code files; each change's paths sorted once (`sorted_files`)."""
+    split = [sorted_files(tuple(paths)) for paths in groups]
+    code = tuple(dict.fromkeys(p for _, files in split for p in files))
+    return code or tuple(dict.fromkeys(p for files, _ in split for p in files))
 
 
 # --- taxonomy scoring -------------------------------------------------------------------------------
@@ -486,7 +500,11 @@ def layout_theme(paths: Sequence[str]) -> ThemeChoice:
 def layout_area(paths: Sequence[str]) -> tuple[str, str] | None:
     """The area a set of files is in, named for readers in English and Chinese, as `layout_theme` names it;
     None when it is no area at all: the top level, or only the package root (`megatron/core`)."""
-    files = considered_files(paths)
+    return layout_area_of(considered_files(paths))
+
+
+def layout_area_of(files: Sequence[str]) -> tuple[str, str] | None:
+    """`layout_area` of the files `considered_files` chose."""
     if not files:
         return None
     theme_dir = _cap_depth(_majority_prefix([tuple(f.split("/")[:-1]) for f in files], len(files)))
