@@ -17,8 +17,11 @@ from tests.paths import require_shared
 require_shared()
 
 from tests.reports.test_warm import REPO, TIMEZONE, deliver, this_month  # noqa: E402
-from tracker.core import clusters  # noqa: E402
+from tracker.core import clusters, memo  # noqa: E402
 from tracker.core.attributes import AttributeVersion  # noqa: E402
+from tracker.core.groups import display_title  # noqa: E402
+from tracker.core.themes import is_auxiliary  # noqa: E402
+from tracker.core.titles import clean_title  # noqa: E402
 from tracker.reports.cache import rendered_bytes  # noqa: E402
 from tracker.reports.digests import cached_fold, digest_key, month_ends, month_windows  # noqa: E402
 from tracker.reports.loading import resolve  # noqa: E402
@@ -31,6 +34,13 @@ from tracker.web.context import services  # noqa: E402
 def built(app: Flask) -> Any:
     with app.app_context():
         yield services()
+
+
+def forget_memos() -> None:
+    clusters.forget()
+    memo.forget()
+    for function in (display_title, clean_title, is_auxiliary):
+        function.cache_clear()
 
 
 def at_cutoff(built: Services, cutoff: str | None, cache: bool) -> dict[str, Any]:
@@ -103,7 +113,8 @@ def test_every_document_read_from_the_digest_is_the_one_the_database_gives(
     app: Flask, client: FlaskClient, built: Services
 ) -> None:
     """The Markdown and the HTML are made from a snapshot without each PR's evidence (they do not show it);
-    the JSON with it. Each is byte for byte the document made from the database."""
+    the JSON with it; with what the worker computed of the titles and paths. Each is byte for byte the
+    document made from the database."""
     deliver(client, app, 1, "Add a paged KV cache for inference")
     deliver(client, app, 2, "Speed up the data loader")
     month = str(this_month())
@@ -121,9 +132,9 @@ def test_every_document_read_from_the_digest_is_the_one_the_database_gives(
         ("html", "zh-CN", "full"),
     ):
         redis.delete(*redis.scan_iter(match="tracker:render:*"))
-        clusters.forget()
+        forget_memos()  # the titles and paths from the digest's offer (tracker.core.memo)
         from_digest = rendered_bytes(built.state, built.config, request, fmt, lang, cache=redis, detail=detail)
-        clusters.forget()
+        forget_memos()  # computed here
         from_database = rendered_bytes(built.state, built.config, request, fmt, lang, cache=None, detail=detail)
         assert from_digest == from_database, (fmt, lang, detail)
     assert b'"evidence"' in rendered_bytes(built.state, built.config, request, "json", "en", cache=redis)

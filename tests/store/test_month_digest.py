@@ -18,12 +18,23 @@ from tests.paths import require_shared
 require_shared()
 
 from tests.scenario import REPO, deliver, megatron_month  # noqa: E402
+from tracker.core import memo  # noqa: E402
 from tracker.core.classify import Category  # noqa: E402
+from tracker.core.groups import display_title  # noqa: E402
 from tracker.core.snapshot import build_snapshot  # noqa: E402
+from tracker.core.themes import is_auxiliary  # noqa: E402
+from tracker.core.titles import clean_title  # noqa: E402
 from tracker.reports.digests import month_windows  # noqa: E402
 from tracker.reports.loading import snapshot_json  # noqa: E402
 from tracker.store.heads import UNAVAILABLE  # noqa: E402
-from tracker.store.month_digest import PATHS, encode, evidence_field, fold_encoded, read_digest  # noqa: E402
+from tracker.store.month_digest import (  # noqa: E402
+    AUXILIARY,
+    PATHS,
+    encode,
+    evidence_field,
+    fold_encoded,
+    read_digest,
+)
 from tracker.store.schema import head_verdicts, heads  # noqa: E402
 from tracker.web.context import services  # noqa: E402
 
@@ -72,14 +83,15 @@ def test_the_digest_gives_what_the_database_gives_at_every_cutoff(app: Flask, gi
             numbers = {pr.status.number for pr in oracle.pull_requests}
             paths = {number: files for number, files in inputs.paths.items() if number in numbers}
             cut, table, evidence = encoded[str(index)], encoded[PATHS], encoded[evidence_field(index)]
-            for folded in (digest.fold_at(REPO, window), fold_encoded(cut, table, evidence, REPO, window)):
+            auxiliary = encoded[AUXILIARY]
+            for folded in (digest.fold_at(REPO, window), fold_encoded(cut, table, auxiliary, evidence, REPO, window)):
                 assert folded is not None
                 assert folded == (oracle, paths)
                 assert snapshot_json(folded[0]) == snapshot_json(oracle)  # the same bytes, key order and all
             # Without the evidence (for the Markdown and the HTML): the same but for it.
             for bare in (
                 digest.fold_at(REPO, window, evidence=False),
-                fold_encoded(cut, table, None, REPO, window, with_evidence=False),
+                fold_encoded(cut, table, auxiliary, None, REPO, window, with_evidence=False),
             ):
                 assert bare is not None
                 assert [replace(pr, evidence={}) for pr in oracle.pull_requests] == list(bare[0].pull_requests)
@@ -91,8 +103,15 @@ def test_the_digest_gives_what_the_database_gives_at_every_cutoff(app: Flask, gi
         assert checked > 31 * 10
         assert {Category.SUBSTANTIVE, Category.PENDING, "unavailable"} <= categories
         assert digest.fold_at(REPO, replace(windows[0], end=windows[0].end + 1)) is None  # not a window of the month
-        assert fold_encoded(encoded["0"], encoded[PATHS], None, REPO, windows[0]) is None  # the evidence is missing
-        assert (
-            fold_encoded(encoded["1"], encoded[PATHS], encoded["evidence:1"], REPO, windows[0]) is None
-        )  # another day
-        assert fold_encoded(None, encoded[PATHS], encoded["evidence:0"], REPO, windows[0]) is None
+        table, auxiliary = encoded[PATHS], encoded[AUXILIARY]
+        assert fold_encoded(encoded["0"], table, auxiliary, None, REPO, windows[0]) is None  # no evidence
+        assert fold_encoded(encoded["1"], table, auxiliary, encoded["evidence:1"], REPO, windows[0]) is None  # day 2
+        assert fold_encoded(None, table, auxiliary, encoded["evidence:0"], REPO, windows[0]) is None
+        assert fold_encoded(encoded["0"], table, None, encoded["evidence:0"], REPO, windows[0]) is None
+        # What it carries of each title and path is what this process computes without it (tracker.core.memo).
+        memo.forget()
+        assert digest.titles and digest.auxiliary
+        for title, display, clean in digest.titles:
+            assert (display_title.__wrapped__(title), clean_title.__wrapped__(title)) == (display, clean)
+        assert all(is_auxiliary.__wrapped__(path) is judged for path, judged in digest.auxiliary.items())
+        assert any(digest.auxiliary.values()) and not all(digest.auxiliary.values())

@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from tracker.core import memo
+
 # GitHub keeps a title to 256 characters and refuses a body over 65,536: nothing typed into GitHub is
 # longer, and cutting there keeps the work on a forged or corrupted delivery bounded.
 MAX_TITLE = 1024
@@ -89,6 +91,9 @@ def normalise_title(title: str) -> str:
 @lru_cache(maxsize=16_384)  # every report of a month cleans the same titles again
 def display_title(title: str) -> str:
     """A title as a report names the change: tags, `cp:`, `(#N)` and "into `branch`" removed."""
+    offered = memo.known("display_title", title)
+    if offered is not memo.MISSING:
+        return str(offered)
     title = title[:MAX_TITLE]
     text = _without_trailing_tags(_without_leading_tags(title)).strip()
     prefix = _CP_PREFIX.match(text)

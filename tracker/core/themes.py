@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from tracker.core import memo
 from tracker.core.groups import MAX_TITLE
 from tracker.core.taxonomy import HighlightConfig, ThemeConfig
 
@@ -129,6 +130,9 @@ def title_scope(title: str) -> tuple[str, str]:
 @lru_cache(maxsize=65_536)
 def is_auxiliary(path: str) -> bool:
     """Tests, CI and documentation: files that say little about which area a change is in."""
+    offered = memo.known("is_auxiliary", path)
+    if offered is not memo.MISSING:
+        return bool(offered)
     parts = _normalise(path).split("/")
     name = parts[-1].lower()
     directories = [p.lower() for p in parts[:-1]]
@@ -423,6 +427,11 @@ _PREFIX_WORDS = 3
 @lru_cache(maxsize=65_536)  # a report names each path of the month several times (themes, highlights)
 def _cleaned_path(path: str) -> str:
     return _normalise(path[:MAX_PATH])
+
+
+def cleaned_path(path: str) -> str:
+    """A changed path as the themes read it: without `./` or a leading `/`, at most MAX_PATH characters."""
+    return _cleaned_path(path)
 
 
 def _normalise(path: str) -> str:

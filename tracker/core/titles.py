@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from tracker.core import memo
 from tracker.core.groups import MAX_TITLE, display_title
 from tracker.core.themes import spelling
 
@@ -46,6 +47,9 @@ _LOWER_WORD = re.compile(r"[a-z]+(?:-[a-z]+)*+(?=[:,;]?(?:\s|$))")
 @lru_cache(maxsize=16_384)  # every report of a month cleans the same titles again
 def clean_title(title: str) -> str:
     """A PR title as a report's bullet names the change."""
+    offered = memo.known("clean_title", title)
+    if offered is not memo.MISSING:
+        return str(offered)
     text = display_title(title[:MAX_TITLE])
     revert = _REVERT.match(text)
     if revert:

@@ -26,7 +26,16 @@ from tracker.core.coverage import Coverage
 from tracker.core.snapshot import MonthSnapshot
 from tracker.core.window import Month, Window, month_window
 from tracker.reports.fingerprint import code_fingerprint
-from tracker.store.month_digest import FORMAT, PATHS, MonthDigest, encode, evidence_field, fold_encoded, read_digest
+from tracker.store.month_digest import (
+    AUXILIARY,
+    FORMAT,
+    PATHS,
+    MonthDigest,
+    encode,
+    evidence_field,
+    fold_encoded,
+    read_digest,
+)
 from tracker.store.month_state import MonthState
 
 log = logging.getLogger(__name__)
@@ -96,12 +105,13 @@ class KeptDigest:
     ) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
         """`MonthDigest.fold_at`, or None when the digest does not hold the window (any more)."""
         index = window.cutoff.day - 1
-        wanted = [str(index), PATHS, *([evidence_field(index)] if evidence else [])]
+        wanted = [str(index), PATHS, AUXILIARY, *([evidence_field(index)] if evidence else [])]
         values = cast(list[bytes | None], self.cache.hmget(self.key, wanted))  # a client of bytes
         return fold_encoded(
             values[0],
             values[1],
-            values[2] if evidence else None,
+            values[2],
+            values[3] if evidence else None,
             repo,
             window,
             coverage,

@@ -44,6 +44,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 # (U+E0000-U+E007F), which spell hidden text. They are removed, not spaced: they sit inside words.
 _INVISIBLE_CHARACTERS = "\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\U000e0000-\U000e007f"
 _INVISIBLE = re.compile(f"[{_INVISIBLE_CHARACTERS}]+")
+_SPACES = re.compile(r"\s+")
 # What a JSON document writes as `\uXXXX` escapes: the data keeps them, the bytes do not show them.
 # With them DEL, the C1 controls and U+2028/U+2029, which JavaScript before ES2019 took for line ends.
 _JSON_ESCAPED = re.compile(f"[\x7f-\x9f\u2028\u2029{_INVISIBLE_CHARACTERS}]")
@@ -88,7 +89,7 @@ def language(value: str | None) -> str:
 def plain(text: str, limit: int | None = MAX_TITLE) -> str:
     """One line, no control or invisible characters, at most `limit` characters."""
     line = _CONTROL.sub(" ", _INVISIBLE.sub("", text)).strip()
-    line = re.sub(r"\s+", " ", line)
+    line = _SPACES.sub(" ", line)
     return line if limit is None or len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 

@@ -28,13 +28,17 @@ from typing import Any
 import orjson
 from sqlalchemy import Engine, select
 
+from tracker.core import memo
 from tracker.core.attributes import AttributeVersion, version_at
 from tracker.core.classify import Category, HeadVerdict, Rules
 from tracker.core.coverage import Coverage
+from tracker.core.groups import display_title
 from tracker.core.repository import repository_key
 from tracker.core.snapshot import MonthSnapshot, PullRequestSnapshot, assemble_snapshot, fold_pull_request
 from tracker.core.stats import PullRequestStatus
+from tracker.core.themes import cleaned_path, is_auxiliary
 from tracker.core.timeline import Activity, Fact, FactKind, PRState, ordered
+from tracker.core.titles import clean_title
 from tracker.core.window import Window
 from tracker.store.heads import verdict_from_row
 from tracker.store.month_state import best_facts, head_details, version_candidates, version_from_row
@@ -63,6 +67,10 @@ class MonthDigest:
     evidence: list[str]
     path_table: list[str]  # every changed path once
     paths: list[list[Any]]  # [number, head sha, [positions in path_table]]
+    # What the report computes of each title ([title, display_title, clean_title]) and each cleaned path
+    # (is_auxiliary), computed here once for every process that reads the digest (tracker.core.memo)
+    titles: list[list[str]]
+    auxiliary: dict[str, bool]
 
     def index_of(self, window: Window) -> int | None:
         """The position of `window` among the month's cutoffs, or None when it does not end at one of
@@ -88,6 +96,7 @@ class MonthDigest:
                 shown[_EVIDENCE] = local.setdefault(entry[_EVIDENCE], len(local))
                 pull_requests.append([number, shown])
         numbers = {number for number, _ in pull_requests}
+        said = {chosen[number][_TITLE] for number in numbers if number in chosen}
         return CutoffSlice(
             end=self.ends[index],
             versions=[[number, chosen[number]] for number, _ in pull_requests if number in chosen],
@@ -98,6 +107,7 @@ class MonthDigest:
                 if number in numbers and heads.get(number) == sha
             ],
             evidence=[self.evidence[position] for position in local],
+            titles=[texts for texts in self.titles if texts[0] in said],
         )
 
     def fold_at(
@@ -112,6 +122,7 @@ class MonthDigest:
             return None
         cut = self.slice_at(index)
         shown = [orjson.loads(text) for text in cut.evidence] if evidence else None
+        _offer(cut.titles, self.auxiliary)
         return _folded(cut.versions, cut.pull_requests, cut.paths, self.path_table, shown, repo, window, coverage)
 
 
@@ -122,6 +133,14 @@ class CutoffSlice:
     pull_requests: list[list[Any]]  # [number, entry], the entry's evidence a position in `evidence`
     paths: list[list[Any]]  # [number, positions in the month's path table]
     evidence: list[str]  # JSON texts
+    titles: list[list[str]]  # [title, display_title, clean_title] of each title of its versions
+
+
+def _offer(titles: list[list[str]], auxiliary: dict[str, bool]) -> None:
+    """Make what the worker computed of these titles and paths known to this process's memos."""
+    memo.offer("display_title", {title: display for title, display, _ in titles})
+    memo.offer("clean_title", {title: clean for title, _, clean in titles})
+    memo.offer("is_auxiliary", auxiliary)
 
 
 def _held_at(held: list[list[Any]], index: int) -> Any:
@@ -165,7 +184,7 @@ def read_digest(engine: Engine, full_name: str, month: str, windows: Sequence[Wi
             ).scalars()
         )
         if not numbers or not ends:
-            return MonthDigest(ends, [], [], [], [], [])
+            return MonthDigest(ends, [], [], [], [], [], [], {})
         fact_rows = conn.execute(
             select(pr_facts.c.number, pr_facts.c.kind, pr_facts.c.ident, pr_facts.c.at, pr_facts.c.rank).where(
                 pr_facts.c.repo == repo, pr_facts.c.number.in_(numbers)
@@ -216,6 +235,11 @@ def read_digest(engine: Engine, full_name: str, month: str, windows: Sequence[Wi
         evidence=[text.decode() for text in evidence],
         path_table=list(table),
         paths=[[number, sha, positions] for (number, sha), positions in paths.items()],
+        titles=[
+            [title, display_title(title), clean_title(title)]
+            for title in sorted({version.title for held in chosen.values() for _, version in held})
+        ],
+        auxiliary={path: is_auxiliary(path) for path in {cleaned_path(path) for path in table} if path},
     )
 
 
@@ -286,13 +310,14 @@ def _pull_request(
 
 
 PATHS = "paths"  # the field of the month's path table in `encode`'s mapping
+AUXILIARY = "auxiliary"  # the field of `MonthDigest.auxiliary`
 
 
 def encode(digest: MonthDigest) -> dict[str, bytes]:
     """The digest as the fields of a Redis hash: the month's path table (`PATHS`), and for the cutoff at
     each index its slice (field `<index>`) and the evidence its entries name (`evidence:<index>`, a JSON
     array read only for a document that shows it), so that a request reads one cutoff's part."""
-    encoded = {PATHS: orjson.dumps(digest.path_table)}
+    encoded = {PATHS: orjson.dumps(digest.path_table), AUXILIARY: orjson.dumps(digest.auxiliary)}
     for index in range(len(digest.ends)):
         cut = digest.slice_at(index)
         encoded[str(index)] = orjson.dumps(
@@ -302,6 +327,7 @@ def encode(digest: MonthDigest) -> dict[str, bytes]:
                 "versions": cut.versions,
                 "pull_requests": cut.pull_requests,
                 "paths": cut.paths,
+                "titles": cut.titles,
             }
         )
         encoded[evidence_field(index)] = b"[" + b",".join(text.encode() for text in cut.evidence) + b"]"
@@ -315,6 +341,7 @@ def evidence_field(index: int) -> str:
 def fold_encoded(
     cut: bytes | None,
     path_table: bytes | None,
+    auxiliary: bytes | None,
     evidence: bytes | None,
     repo: str,
     window: Window,
@@ -324,12 +351,13 @@ def fold_encoded(
 ) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
     """`MonthDigest.fold_at` from the fields `encode` made for the window's cutoff (`evidence` only when
     `with_evidence`); None when one is missing, of another format or for another window."""
-    if cut is None or path_table is None or (with_evidence and evidence is None):
+    if cut is None or path_table is None or auxiliary is None or (with_evidence and evidence is None):
         return None
     document = orjson.loads(cut)
     if not isinstance(document, dict) or document.get("format") != FORMAT or document.get("end") != window.end:
         return None
     shown = orjson.loads(evidence) if with_evidence and evidence is not None else None
+    _offer(document["titles"], orjson.loads(auxiliary))
     return _folded(
         document["versions"],
         document["pull_requests"],
@@ -344,6 +372,7 @@ def fold_encoded(
 
 _LABELS = _VERSION_FIELDS.index("labels")
 _HEAD_SHA = _VERSION_FIELDS.index("head_sha")
+_TITLE = _VERSION_FIELDS.index("title")
 
 
 def _fields(version: AttributeVersion) -> list[Any]:
