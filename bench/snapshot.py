@@ -43,6 +43,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import date, timedelta
+from functools import partial
 from typing import Any
 
 from _heads import HeadsUnsupported, store_heads
@@ -298,24 +299,34 @@ def main() -> int:
                     cache.delete(key)
                 forget_memos()
 
+            def serve(document: tuple[str, str, str], wanted: Any = request) -> bytes:
+                fmt, lang, detail = document
+                return rendered_bytes(state, config, wanted, fmt, lang, cache=cache, detail=detail)
+
+            # Runs of every document in turns (one run of each, then the next round), so that a slow spell
+            # of the host (this machine's speed moves by up to 40 % from one minute to the next) falls on
+            # all of them rather than on one.
             nothing_cached()
             print(warm_in_a_worker(stack, REPO, args.month))
-            for fmt, lang, detail in DOCUMENTS:
-
-                def serve(wanted: Any = request, f: str = fmt, la: str = lang, form: str = detail) -> bytes:
-                    return rendered_bytes(state, config, wanted, f, la, cache=cache, detail=form)
-
+            warm: dict[tuple[str, str, str], list[float]] = {document: [] for document in DOCUMENTS}
+            for _ in range(args.cold_runs):
+                for document in DOCUMENTS:
+                    warm[document] += timed_after(partial(serve, document), rendered_forgotten, 1)
+            cold: dict[tuple[str, str, str], list[float]] = {document: [] for document in DOCUMENTS}
+            for _ in range(args.cold_runs):
+                for document in DOCUMENTS:
+                    cold[document] += timed_after(partial(serve, document), nothing_cached, 1)
+            for document in DOCUMENTS:
+                fmt, lang, detail = document
+                size = len(serve(document))
+                unchanged = timed(partial(serve, document), args.runs)
                 target = TARGET_MS if fmt == "json" else RENDER_TARGET_MS
-                warm = timed_after(serve, rendered_forgotten, args.cold_runs)
-                cold = timed_after(serve, nothing_cached, args.cold_runs)
-                size = len(serve())
-                unchanged = timed(serve, args.runs)
                 if detail == FULL:
-                    medians.append(statistics.median(warm) / target * TARGET_MS)
+                    medians.append(statistics.median(warm[document]) / target * TARGET_MS)
                 label = f"{fmt}{' summary' if detail != FULL else ''} {lang if fmt != 'json' else ''}".strip()
                 for kind, times, goal in (
-                    ("nothing kept", cold, None),
-                    ("workers warmed", warm, target if detail == FULL else None),
+                    ("nothing kept", cold[document], None),
+                    ("workers warmed", warm[document], target if detail == FULL else None),
                     ("unchanged", unchanged, UNCHANGED_TARGET_MS),
                 ):
                     verdict = ""
@@ -326,8 +337,6 @@ def main() -> int:
                         f"p95 {percentile(times, 95):7.2f} ms  {statistics.median(times) / base:5.1f} × baseline  "
                         f"({size / 1024:.0f} KB){verdict}"
                     )
-                nothing_cached()
-                warm_in_a_worker(stack, REPO, args.month)
         print(f"snapshot: done; {load_note()}")
     return 0 if all(m <= TARGET_MS for m in medians) else 1
 
