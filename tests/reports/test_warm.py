@@ -142,7 +142,21 @@ def test_at_most_one_warm_job_waits_per_month(app: Flask, client: FlaskClient, b
     assert queue.count == 0
     assert not redis.exists(warm_job.waiting_key(REPO, month))  # the job took it: the next change asks again
     assert all(redis.exists(key) for key in warm_keys(redis, built).values())
+    # The month keeps changing: its next warm starts WARM_EVERY after the last one started, not before.
+    started = float(redis.get(warm_job.last_key(REPO, month)))
+    assert time.time() - 60 < started <= time.time()
     assert warm_job.ask_for_warm(built, REPO, month) is True
+    ids = [job_id for job_id in scheduled.get_job_ids() if job_id not in {job.id for job in jobs if job}]
+    assert len(ids) == 1
+    due = scheduled.get_scheduled_time(ids[0]).timestamp()
+    assert started + warm_job.WARM_EVERY - 2 < due <= started + warm_job.WARM_EVERY + 1
+    # A month warmed long ago (or never): WARM_DELAY after the change.
+    redis.set(warm_job.last_key(REPO, month), started - 10 * warm_job.WARM_EVERY)
+    redis.delete(warm_job.waiting_key(REPO, month))
+    assert warm_job.ask_for_warm(built, REPO, month) is True
+    later = [job_id for job_id in scheduled.get_job_ids() if job_id not in {*ids, *(job.id for job in jobs if job)}]
+    due = scheduled.get_scheduled_time(later[0]).timestamp()
+    assert time.time() + warm_job.WARM_DELAY - 2 < due <= time.time() + warm_job.WARM_DELAY
 
 
 def test_the_job_says_what_it_did(app: Flask, client: FlaskClient, built: Services) -> None:
