@@ -31,6 +31,7 @@ from tracker.store.month_digest import (
     FORMAT,
     PATHS,
     MonthDigest,
+    cutoff_index,
     encode,
     evidence_field,
     fold_encoded,
@@ -104,7 +105,7 @@ class KeptDigest:
         self, repo: str, window: Window, coverage: Coverage | None = None, *, evidence: bool = True
     ) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
         """`MonthDigest.fold_at`, or None when the digest does not hold the window (any more)."""
-        index = window.cutoff.day - 1
+        index = cutoff_index(window)
         wanted = [str(index), PATHS, AUXILIARY, *([evidence_field(index)] if evidence else [])]
         values = cast(list[bytes | None], self.cache.hmget(self.key, wanted))  # a client of bytes
         return fold_encoded(

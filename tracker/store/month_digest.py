@@ -13,8 +13,9 @@ four in a busy month) instead of one per cutoff.
 `MonthDigest.fold_at(window)` then picks each PR's entry and version for that window and assembles the
 snapshot, exactly the one `build_snapshot` makes from `month_inputs` (a test compares them at every cutoff
 of a real month on both engines), with the changed paths of each PR's head then (what the report's themes
-read). `encode` and `decode` turn it into JSON bytes and back, for Redis (tracker.reports.digests keeps it
-under the month's version and the classification rules, so any change makes it a miss).
+read). `encode` turns it into the fields of a Redis hash, one slice per cutoff, and `fold_encoded` folds
+one cutoff's fields (tracker.reports.digests keeps the hash under the month's version and the
+classification rules, so any change makes it a miss).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ class MonthDigest:
     def index_of(self, window: Window) -> int | None:
         """The position of `window` among the month's cutoffs, or None when it does not end at one of
         this digest's ends."""
-        index = window.cutoff.day - 1  # a month's windows are its days, in order
+        index = cutoff_index(window)
         return index if 0 <= index < len(self.ends) and self.ends[index] == window.end else None
 
     def slice_at(self, index: int) -> CutoffSlice:
@@ -126,6 +127,12 @@ class MonthDigest:
         return _folded(cut.versions, cut.pull_requests, cut.paths, self.path_table, shown, repo, window, coverage)
 
 
+def cutoff_index(window: Window) -> int:
+    """The position of a window among its month's cutoffs (the field of its slice in `encode`'s hash): a
+    month's windows are its days, in order."""
+    return window.cutoff.day - 1
+
+
 @dataclass(frozen=True)
 class CutoffSlice:
     end: int
@@ -143,7 +150,7 @@ def _offer(titles: list[list[str]], auxiliary: dict[str, bool]) -> None:
     memo.offer("is_auxiliary", auxiliary)
 
 
-def _held_at(held: list[list[Any]], index: int) -> Any:
+def _held_at(held: Sequence[Sequence[Any]], index: int) -> Any:
     """The value of [[first index, value], ...] (by first index) at `index`, or None."""
     found = None
     for first, value in held:
@@ -220,7 +227,15 @@ def read_digest(engine: Engine, full_name: str, month: str, windows: Sequence[Wi
     evidence: dict[bytes, int] = {}  # JSON text -> position in the digest's evidence
     for number in sorted(timelines):
         entries = _fold(
-            number, ordered(timelines[number]), windows, chosen.get(number, []), verdicts, unavailable, rules, evidence
+            number,
+            ordered(timelines[number]),
+            windows,
+            ends,
+            chosen.get(number, []),
+            verdicts,
+            unavailable,
+            rules,
+            evidence,
         )
         if entries:
             pull_requests.append([number, entries])
@@ -247,6 +262,7 @@ def _fold(
     number: int,
     timeline: Sequence[Fact],
     windows: Sequence[Window],
+    ends: Sequence[int],  # of `windows`
     versions: Sequence[tuple[int, AttributeVersion]],
     verdicts: dict[tuple[int, str], HeadVerdict],
     unavailable: set[tuple[int, str]],
@@ -256,13 +272,12 @@ def _fold(
     """One PR's entries: [index of the first window, entry or None] at each window where it changes. Its
     entry in a window depends on its facts before the window's end and its version then, so it can only
     change at the first window holding each fact and at each window giving it another version."""
-    ends = [window.end for window in windows]
     changes = {bisect_right(ends, fact.at) for fact in timeline} | {first for first, _ in versions}
     entries: list[list[Any]] = []
     for index in sorted(change for change in changes if change < len(windows)):
         window = windows[index]
         held = [fact for fact in timeline if fact.at < window.end]
-        version = next((version for first, version in reversed(versions) if first <= index), None)
+        version: AttributeVersion | None = _held_at(versions, index)
         verdict, gone = None, False
         if version is not None:
             verdict = verdicts.get((number, version.head_sha))
