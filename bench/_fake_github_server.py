@@ -4,7 +4,8 @@ The tracker's fetch job (workers.jobs.fetch_head_files -> tracker.github.fetch) 
 `GET /repos/{o}/{r}/pulls/{n}/files?per_page=100` and reads the head the listing belongs to from its
 entries' `contents_url` (`?ref=<sha>`); when that is not the head it wanted (the PR moved on), it
 stores the listing under that newer head and asks `GET /repos/{o}/{r}/compare/{base}...{head}` for the
-wanted one; a listing without refs makes it ask `GET /repos/{o}/{r}/pulls/{n}` for the head.
+wanted one; a listing without refs makes it ask `GET /repos/{o}/{r}/pulls/{n}` for the head. A head
+whose PR the ledger already shows at a later head is asked of the compare endpoint at once.
 
 GitHub answers for a PR's head *now*. So does this fake: the PR's current head is the head of its
 latest version in the ledger (`pr_versions`, newest `at`, written by the workers when they apply a
@@ -164,6 +165,7 @@ class Ledger:
             options["connect_args"] = {"timeout": 30}
         self.engine = create_engine(url, pool_size=8, max_overflow=8, **options)
         self.head_of: dict[str, tuple[int, str]] = {}  # head sha -> (number, title), as seen
+        self._rowid = 0  # SQLite: the last pr_versions row `pull_of` has read
         self._lock = threading.Lock()
 
     def current(self, repo: str, number: int) -> tuple[str, str] | None:
@@ -181,12 +183,27 @@ class Ledger:
         return str(rows[-1][0]), str(rows[-1][1])
 
     def pull_of(self, repo: str, head_sha: str) -> tuple[int, str] | None:
+        """The PR a head belongs to (a compare names no PR). pr_versions has no index on head_sha, so on
+        SQLite the rows added since the last look are read by rowid (each row once in all) rather than the
+        table scanned for every unknown head; on another database, one scan for this head."""
         with self._lock:
             known = self.head_of.get(head_sha)
         if known is not None:
             return known
-        query = text("SELECT number, title FROM pr_versions WHERE repo = :repo AND head_sha = :sha LIMIT 1")
         with self.engine.connect() as conn:
+            if self.engine.dialect.name == "sqlite":
+                with self._lock:
+                    since = self._rowid
+                rows = conn.execute(
+                    text("SELECT rowid, head_sha, number, title FROM pr_versions WHERE rowid > :since ORDER BY rowid"),
+                    {"since": since},
+                ).all()
+                with self._lock:
+                    for rowid, sha, number, title in rows:
+                        self.head_of.setdefault(sha, (int(number), str(title)))
+                        self._rowid = max(self._rowid, int(rowid))
+                    return self.head_of.get(head_sha)
+            query = text("SELECT number, title FROM pr_versions WHERE repo = :repo AND head_sha = :sha LIMIT 1")
             row = conn.execute(query, {"repo": repo, "sha": head_sha}).first()
         return (int(row[0]), str(row[1])) if row is not None else None
 

@@ -487,6 +487,12 @@ def fetch_done(queue: Queue, repo: str, number: int, head_sha: str) -> None:
     queue.connection.delete(fetch_marker(repo, number, head_sha))
 
 
+def fetches_done(queue: Queue, heads: Sequence[tuple[str, int, str]]) -> None:
+    """`fetch_done` for many heads (repo, number, sha), in one round trip."""
+    if heads:
+        queue.connection.delete(*(fetch_marker(repo, number, sha) for repo, number, sha in heads))
+
+
 def waiting_on_github(queue: Queue) -> int:
     """Fetch jobs queued or scheduled (rate limits and backoffs wait in the scheduled registry)."""
     scheduled = ScheduledJobRegistry(queue=queue, connection=queue.connection)  # type: ignore[no-untyped-call]

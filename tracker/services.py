@@ -18,7 +18,7 @@ from rq import Queue
 from tracker.config import TrackerConfig, load_config
 from tracker.embedded_redis import redis_url
 from tracker.github.app import GitHubApp
-from tracker.github.client import GitHubClient
+from tracker.github.client import GitHubClient, RateLimitState
 from tracker.github.quota import Quota
 from tracker.queue import (
     WEB_REDIS,
@@ -128,12 +128,16 @@ class Services:
             app_id, private_key, self.settings.github_api_url, redis=self.redis, timeout=self.github_timeout
         )
 
-    def github(self, full_name: str | None = None) -> GitHubClient:
+    def github(
+        self, full_name: str | None = None, *, on_response: Callable[[RateLimitState, bool], None] | None = None
+    ) -> GitHubClient:
         """A client for one job (close it after use); its quota is shared through Redis.
 
         With a GitHub App configured and `full_name` given, it authenticates as the App's installation
         on that repository (the token is fetched by the first request and renewed before it expires);
-        for a repository the App is not installed on, or without an App, with GITHUB_TOKEN."""
+        for a repository the App is not installed on, or without an App, with GITHUB_TOKEN.
+        `on_response`: what sees each answer's rate-limit headers instead of the shared quota (a job's
+        `QuotaTally`, written once at its end)."""
         quota = self.quota()
         secret = self.settings.github_token
         token = secret.get_secret_value() if secret is not None else None
@@ -147,7 +151,7 @@ class Services:
             token if auth is None else None,
             auth=auth,
             cache=SqlResponseCache(self.state.engine),
-            on_response=quota.record if quota is not None else None,
+            on_response=on_response if on_response is not None else quota.record if quota is not None else None,
             timeout=self.github_timeout,
         )
 

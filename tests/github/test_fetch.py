@@ -128,6 +128,34 @@ def test_files_are_stored_under_the_head_they_belong_to(app: Flask, client: Flas
     assert by_number(snapshot(client, "2026-09-12"))[6]["category"] == "substantive"
 
 
+def test_a_head_the_ledger_shows_passed_by_is_compared_without_asking_the_listing(
+    app: Flask, client: FlaskClient, github: FakeGitHub
+) -> None:
+    """Three pushes arrive before any fetch runs: GitHub's files listing answers for the last head only,
+    so the two earlier heads are asked of the compare endpoint at once (one request each, not a listing
+    that cannot be theirs and then a comparison), and the last head of the files listing."""
+    story = (
+        PullRequestStory(9, at("2026-09-02T01:00:00Z"))
+        .opened()
+        .pushed(at("2026-09-05T01:00:00Z"))
+        .pushed(at("2026-09-10T01:00:00Z"))
+    )
+    heads = [head_of(story, index) for index in range(3)]
+    github.set_files(REPO, 9, heads[0], ["tests/unit_tests/test_a.py"])
+    github.set_files(REPO, 9, heads[1], ["tests/unit_tests/test_a.py", "ci/run.sh"])
+    github.set_files(REPO, 9, heads[2], ["megatron/core/a.py"])
+    deliver(client, story)
+    run_jobs(app)
+    assert github.count(r"/compare/") == 2
+    assert github.count(r"/pulls/9/files") == 1
+    assert len(github.requests) == 3, github.requests
+    assert by_number(snapshot(client, "2026-09-03"))[9]["category"] == "test_only"
+    assert by_number(snapshot(client, "2026-09-07"))[9]["category"] == "test_ci_only"
+    assert by_number(snapshot(client, "2026-09-12"))[9]["category"] == "substantive"
+    # The job tallied its three answers and wrote them to the shared quota once, at its end.
+    assert client.get("/api/v1/status").json["github"]["requests"] == 3
+
+
 def test_one_files_request_per_new_head_and_none_for_labels_or_edits(
     app: Flask, client: FlaskClient, github: FakeGitHub
 ) -> None:
@@ -378,9 +406,9 @@ def test_a_batch_of_one_repository_opens_one_client(
     opened: list[str | None] = []
     original = Services.github
 
-    def counted(self: Services, full_name: str | None = None) -> Any:
+    def counted(self: Services, full_name: str | None = None, **options: Any) -> Any:
         opened.append(full_name)
-        return original(self, full_name)
+        return original(self, full_name, **options)
 
     monkeypatch.setattr(Services, "github", counted)
     for n in (1, 2, 3):

@@ -140,6 +140,46 @@ def test_a_head_github_no_longer_has_is_known_without_a_verdict(engine: Engine, 
 
 
 @needs_shared
+def test_moved_on_names_the_heads_the_ledger_shows_a_later_head_for(engine: Engine, store: HeadStore) -> None:
+    story = (
+        PullRequestStory(1, moment("2026-09-02T01:00:00+00:00")).opened().pushed(moment("2026-09-05T01:00:00+00:00"))
+    )
+    first, second = head_of(story.deliveries[0]), head_of(story.deliveries[1])
+    for delivery in reversed(story.deliveries):  # the push's delivery arrives first: GitHub's time decides
+        receive(engine, delivery)
+    wanted = [(KEY, 1, first), (KEY, 1, second), (KEY, 2, SHA_A)]  # PR 2: no version at all
+    assert store.moved_on(wanted) == {(KEY, 1, first)}
+    assert store.moved_on([]) == set()
+
+
+def test_two_versions_at_one_instant_leave_either_head_current(engine: Engine, store: HeadStore) -> None:
+    from tracker.store.database import insert_ignoring_duplicates
+    from tracker.store.schema import pr_versions
+
+    rows = [
+        {
+            "repo": KEY,
+            "number": 3,
+            "at": 1_790_000_000_000,
+            "delivery_id": name,
+            "observed": observed,
+            "title": "t",
+            "body": "",
+            "base_ref": "main",
+            "head_ref": "f",
+            "head_sha": sha,
+            "labels": "[]",
+            "draft": False,
+            "author": "a",
+        }
+        for name, sha, observed in (("d1", SHA_A, 1), ("obs-1", SHA_B, 0))
+    ]
+    with engine.begin() as conn:
+        insert_ignoring_duplicates(conn, pr_versions, rows)
+    assert store.moved_on([(KEY, 3, SHA_A), (KEY, 3, SHA_B)]) == set()
+    assert store.moved_on([(KEY, 3, SHA_C)]) == set()  # the ledger is unsure which head is current
+
+
 def test_missing_lists_the_wanted_heads_without_files(engine: Engine, store: HeadStore) -> None:
     first = PullRequestStory(1, moment("2026-09-02T10:00:00+00:00")).opened()
     first.labeled(moment("2026-09-03T10:00:00+00:00"), "bug")  # a label costs no request

@@ -56,8 +56,17 @@ def fetch_and_store(
     head_sha: str,
     base_sha: str,
     rules: Rules,
+    *,
+    moved_on: bool = False,
 ) -> str:
+    """Store the files of `head_sha`; `moved_on`: the ledger already shows the PR at a later head
+    (`HeadStore.moved_on`), so the files listing, which answers for the PR's head now, is not asked
+    and the head's files come from the compare endpoint at once."""
     repo = repository_key(full_name)
+    if moved_on:
+        return _store_compared(client, store, full_name, repo, number, head_sha, base_sha, rules) + (
+            " (the ledger shows a later head)"
+        )
     listing = client.pull_request_files(full_name, number)
     observed = listing_head(listing)
     if observed is None:  # no files, or only removed ones: ask the PR which head it is at
@@ -71,6 +80,21 @@ def fetch_and_store(
     # older head before this one) stored; asking costs a read, not a write transaction.
     if observed and not store.known(repo, number, observed):
         store.store(repo, number, observed, files, truncated=truncated, source=PULLS, rules=rules)
+    return _store_compared(client, store, full_name, repo, number, head_sha, base_sha, rules) + (
+        f" (the PR is now at {observed[:12]})"
+    )
+
+
+def _store_compared(
+    client: GitHubClient,
+    store: HeadStore,
+    full_name: str,
+    repo: str,
+    number: int,
+    head_sha: str,
+    base_sha: str,
+    rules: Rules,
+) -> str:
     comparison = client.compare(full_name, base_sha, head_sha)
     compared = [changed_file(item) for item in comparison.get("files") or []]
     store.store(
@@ -82,4 +106,4 @@ def fetch_and_store(
         source=COMPARE,
         rules=rules,
     )
-    return f"stored from compare (the PR is now at {observed[:12]})"
+    return "stored from compare"

@@ -23,22 +23,31 @@ class Quota:
         self.redis = connection
 
     def record(self, state: RateLimitState, not_modified: bool) -> None:
+        """One answer from GitHub: its rate-limit headers and whether it was a 304."""
+        self.record_answers(state, 0 if not_modified else 1, 1 if not_modified else 0)
+
+    def record_answers(self, state: RateLimitState | None, answered: int, not_modified: int) -> None:
+        """Several answers at once (`QuotaTally`): the last one's rate-limit headers and the counts."""
         pipe = self.redis.pipeline(transaction=False)
         fields: dict[str | bytes, str | int] = {
             name: value
             for name, value in (
-                ("limit", state.limit),
-                ("remaining", state.remaining),
-                ("reset", state.reset),
-                ("resource", state.resource),
+                ("limit", state.limit if state else None),
+                ("remaining", state.remaining if state else None),
+                ("reset", state.reset if state else None),
+                ("resource", state.resource if state else None),
             )
             if value is not None
         }
         if fields:
             fields["seen_at"] = int(time.time())
             pipe.hset(_RATE, mapping=fields)  # type: ignore[arg-type]
-        pipe.hincrby(_COUNTS, "not_modified" if not_modified else "answered", 1)
-        pipe.execute()
+        if answered:
+            pipe.hincrby(_COUNTS, "answered", answered)
+        if not_modified:
+            pipe.hincrby(_COUNTS, "not_modified", not_modified)
+        if len(pipe):
+            pipe.execute()
 
     def block_until(self, moment: float) -> None:
         """Nobody calls GitHub before `moment` (a rate limit was hit)."""
@@ -90,6 +99,29 @@ class Quota:
             "blocked_until": (iso_utc(int(blocked)) if blocked > time.time() else None),
             "last_error": self.last_error(),
         }
+
+
+class QuotaTally:
+    """`Quota.record` for the answers of one job, written to Redis once (`flush`) instead of a round
+    trip per answer: the rate-limit figures are for `/api/v1/status`, a job's seconds late. A rate
+    limit itself is never tallied: the job blocks the others at once (`Quota.block_until`)."""
+
+    def __init__(self, quota: Quota) -> None:
+        self.quota = quota
+        self.state: RateLimitState | None = None
+        self.answered = self.not_modified = 0
+
+    def record(self, state: RateLimitState, not_modified: bool) -> None:
+        self.state = state
+        if not_modified:
+            self.not_modified += 1
+        else:
+            self.answered += 1
+
+    def flush(self) -> None:
+        if self.state is not None or self.answered or self.not_modified:
+            self.quota.record_answers(self.state, self.answered, self.not_modified)
+        self.state, self.answered, self.not_modified = None, 0, 0
 
 
 def _text(value: bytes | str) -> str:

@@ -7,12 +7,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, bindparam, select, tuple_, update
+from sqlalchemy import Connection, Engine, and_, bindparam, func, select, tuple_, update
 
 from tracker.core.classify import Category, ChangedFile, HeadVerdict, Rules, classify_head
 from tracker.store.database import insert_ignoring_duplicates
 from tracker.store.ledger import now_ms
-from tracker.store.schema import head_files, head_verdicts, heads, month_activity, months, wanted_heads
+from tracker.store.schema import head_files, head_verdicts, heads, month_activity, months, pr_versions, wanted_heads
 
 PULLS, COMPARE, UNAVAILABLE = "pulls", "compare", "unavailable"
 
@@ -65,6 +65,40 @@ class HeadStore:
                 )
                 found.update((row.repo, row.number, row.head_sha) for row in rows)
         return [head for head in wanted if head not in found]
+
+    def moved_on(self, wanted: Sequence[tuple[str, int, str]]) -> set[tuple[str, int, str]]:
+        """Those of `wanted` (repo, number, head sha) whose PR the ledger already shows at another head
+        later: GitHub's files listing of such a PR answers for that later head (or a later one still),
+        never for this one, so asking it would be a request spent for nothing."""
+        prs = sorted({(repo, number) for repo, number, _sha in wanted})
+        latest: dict[tuple[str, int], str] = {}
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            for start in range(0, len(prs), 500):
+                chunk = prs[start : start + 500]
+                last = (
+                    select(pr_versions.c.repo, pr_versions.c.number, func.max(pr_versions.c.at).label("at"))
+                    .where(tuple_(pr_versions.c.repo, pr_versions.c.number).in_(chunk))
+                    .group_by(pr_versions.c.repo, pr_versions.c.number)
+                    .subquery()
+                )
+                rows = conn.execute(
+                    select(pr_versions.c.repo, pr_versions.c.number, pr_versions.c.head_sha).join(
+                        last,
+                        and_(
+                            pr_versions.c.repo == last.c.repo,
+                            pr_versions.c.number == last.c.number,
+                            pr_versions.c.at == last.c.at,
+                        ),
+                    )
+                )
+                for row in rows:
+                    # Two versions at one instant (a delivery and a timeline's) may disagree: either
+                    # head then counts as the PR's, and the wanted head is not passed by.
+                    key = (row.repo, row.number)
+                    latest[key] = row.head_sha if key not in latest or latest[key] == row.head_sha else ""
+        return {
+            (repo, number, sha) for repo, number, sha in wanted if latest.get((repo, number)) not in (None, "", sha)
+        }
 
     def store(
         self,
