@@ -29,6 +29,16 @@ class InstallationStore:
             "installation_id": installation_id,
             "seen_at": now_ms(),
         }
+        # Every batch of an App's deliveries names its installation: a read when nothing changed, not a
+        # write transaction (`seen_at` is then when it was last recorded as changed).
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            kept = conn.execute(
+                select(installations.c.full_name, installations.c.installation_id).where(
+                    installations.c.repo == row["repo"]
+                )
+            ).first()
+        if kept is not None and (kept.full_name, kept.installation_id) == (full_name, installation_id):
+            return
         with self.engine.begin() as conn:
             if insert_ignoring_duplicates(conn, installations, [row]):
                 return
