@@ -19,7 +19,7 @@ from tracker.github.fetch import fetch_and_store
 from tracker.github.quota import QuotaTally
 from tracker.queue import enqueue_finalize, enqueue_head_fetch, fetch_done, fetches_done
 from tracker.reports.records import due_months, final_request, finalize, readiness
-from tracker.store.heads import UNAVAILABLE
+from tracker.store.heads import UNAVAILABLE, DeferredHeads
 from workers.drain import follow_up
 from workers.history import reconciliations_due
 from workers.narrate import narrations_due
@@ -69,8 +69,10 @@ class _Batch:
     - What the ledger says of the batch's heads, read in two queries instead of one per head: which are
       stored already, and which PRs it shows at a later head (their files listing would be that head's:
       `fetch.fetch_and_store(moved_on=True)` asks the compare endpoint at once, one request instead of two).
-    - GitHub's rate-limit headers (`QuotaTally`) and the fetch markers of the heads done, written to
-      Redis once when the job ends instead of a round trip or two per head."""
+    - The heads' files and verdicts, written in one transaction when the job ends (`DeferredHeads`).
+    - Whether GitHub's rate limit holds fetches back, read once (a limit the job meets itself holds its
+      other heads back too); GitHub's rate-limit headers (`QuotaTally`) and the fetch markers of the
+      heads done, written to Redis once when the job ends instead of a round trip or two per head."""
 
     def __init__(self, stack: ExitStack, wanted: list[tuple[str, int, str, str]]) -> None:
         services = current()
@@ -79,7 +81,9 @@ class _Batch:
         heads = [(repository_key(full_name), number, sha) for full_name, number, sha, _base in wanted]
         self.unknown = set(services.heads.unknown(heads))
         self.moved_on = services.heads.moved_on(list(self.unknown))
+        self.heads = DeferredHeads(services.heads)
         quota = services.quota()
+        self.blocked_until = quota.blocked_until() if quota is not None else 0.0
         self.tally = QuotaTally(quota) if quota is not None else None
         self.done: list[tuple[str, int, str]] = []
 
@@ -91,10 +95,14 @@ class _Batch:
         return nullcontext(client)
 
     def finish(self) -> None:
-        """Write what the job kept for Redis: the answers' tally, and the fetch markers of the heads done."""
+        """Write what the job kept: the heads' files (should that fail, their markers stay, and the heads
+        are asked for again), then, in Redis, the answers' tally and the fetch markers of the heads done."""
         queue = current().github_queue if current().redis is not None else None
-        if self.tally is not None:
-            self.tally.flush()
+        try:
+            self.heads.flush()
+        finally:
+            if self.tally is not None:
+                self.tally.flush()
         if queue is not None and self.done:
             fetches_done(queue, self.done)
         self.done = []
@@ -114,7 +122,7 @@ def fetch_head_files(
 
     services = current()
     repo = repository_key(full_name)
-    store = services.heads
+    store = batch.heads if batch is not None else services.heads
     queue = services.github_queue if services.redis is not None else None
     head = (repo, number, head_sha)
 
@@ -124,7 +132,10 @@ def fetch_head_files(
         elif queue is not None:
             fetch_done(queue, repo, number, head_sha)
 
-    known = head not in batch.unknown if batch is not None else store.known(repo, number, head_sha)
+    if batch is not None:  # stored before the job, or kept by it already (an earlier head's listing)
+        known = head not in batch.unknown or head in batch.heads.pending
+    else:
+        known = store.known(repo, number, head_sha)
     if known:
         done()
         return "already known"
@@ -148,7 +159,7 @@ def fetch_head_files(
             except RedisError as exc:  # the job's outcome matters more than the status line
                 log.warning("could not record the GitHub error in Redis (%s)", type(exc).__name__, extra=where)
 
-    blocked = quota.blocked_until() if quota is not None else 0.0
+    blocked = batch.blocked_until if batch is not None else quota.blocked_until() if quota is not None else 0.0
     if queue is not None and blocked > time.time():
         # The rate limit was logged once, when it was hit; every fetch held back by it is routine.
         log.debug("%s waits for the rate limit until %s", what, iso_utc(int(blocked)), extra=where)
@@ -172,6 +183,8 @@ def fetch_head_files(
             raise
         failed(f"{exc.kind} rate limit: waiting until {iso_utc(int(exc.retry_at))}", exc.retry_at)
         quota.block_until(exc.retry_at)
+        if batch is not None:
+            batch.blocked_until = max(batch.blocked_until, exc.retry_at)
         again(exc.retry_at, attempt)
         return f"waiting for the {exc.kind} rate limit"
     except Unavailable as exc:

@@ -14,7 +14,7 @@ from tests.factory import PullRequestStory
 from tests.paths import needs_shared
 from tracker.core.classify import Category, ChangedFile, HeadVerdict, Rules
 from tracker.core.derive import derive
-from tracker.store.heads import COMPARE, PULLS, UNAVAILABLE, HeadStore, WantedHead, verdict_from_row
+from tracker.store.heads import COMPARE, PULLS, UNAVAILABLE, DeferredHeads, HeadStore, WantedHead, verdict_from_row
 from tracker.store.http_cache import SqlResponseCache
 from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState
@@ -283,6 +283,42 @@ def test_a_store_for_a_pr_without_activity_bumps_nothing(engine: Engine, store: 
     receive(engine, PullRequestStory(2, moment("2026-09-28T10:00:00+00:00")).opened().deliveries[0])
     assert store.store(KEY, 1, SHA_A, CODE, truncated=False, source=PULLS, rules=Rules()) is True
     assert MonthState(engine).month_versions(REPO) == {"2026-09": 1}
+
+
+@needs_shared
+def test_a_job_s_heads_are_kept_until_flushed_then_stored_in_one_transaction(engine: Engine, store: HeadStore) -> None:
+    from sqlalchemy import event
+
+    state = MonthState(engine)
+    for number in (1, 2):
+        receive(engine, PullRequestStory(number, moment("2026-09-28T10:00:00+00:00")).opened().deliveries[0])
+    assert state.month_versions(REPO) == {"2026-09": 2}
+    store.store(KEY, 2, SHA_C, CI, truncated=False, source=PULLS, rules=Rules())  # stored before the job
+    deferred = DeferredHeads(store)
+    assert deferred.store(KEY, 1, SHA_A, CODE, truncated=False, source=PULLS, rules=Rules()) is True
+    assert deferred.store(KEY, 1, SHA_A, CI, truncated=False, source=COMPARE, rules=Rules()) is False  # kept already
+    assert deferred.store(KEY, 1, SHA_B, CI, truncated=True, source=COMPARE, rules=Rules()) is True
+    assert deferred.store(KEY, 2, SHA_C, CODE, truncated=False, source=PULLS, rules=Rules()) is True
+    assert deferred.known(KEY, 1, SHA_A) and deferred.known(KEY, 2, SHA_C) and not deferred.known(KEY, 2, SHA_A)
+    assert not store.known(KEY, 1, SHA_A)  # nothing written before the flush
+    assert state.month_versions(REPO) == {"2026-09": 3}
+
+    begun: list[object] = []
+
+    def began(conn: object) -> None:
+        begun.append(conn)
+
+    event.listen(engine, "begin", began)
+    try:
+        assert deferred.flush() == 2  # PR 2's head was stored before: its first files stay
+    finally:
+        event.remove(engine, "begin", began)
+    assert len(begun) == 1
+    assert deferred.flush() == 0 and deferred.pending == {}
+    assert list(store.stored()) == [(KEY, 1, SHA_A, False, CODE), (KEY, 1, SHA_B, True, CI), (KEY, 2, SHA_C, False, CI)]
+    found = verdicts(engine)
+    assert found[KEY, 1, SHA_A].category is Category.SUBSTANTIVE and found[KEY, 1, SHA_B].category is Category.CI_ONLY
+    assert state.month_versions(REPO) == {"2026-09": 4}  # once for PR 1's two heads; PR 2 gained none
 
 
 # --- the HTTP response cache ---------------------------------------------------------------------

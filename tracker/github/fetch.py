@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 from tracker.core.classify import FILES_ENDPOINT_CAP, ChangedFile, Rules
 from tracker.core.repository import repository_key
 from tracker.github.client import GitHubClient, Unavailable
-from tracker.store.heads import COMPARE, PULLS, HeadStore
+from tracker.store.heads import COMPARE, PULLS, DeferredHeads, HeadStore
 
 # The compare endpoint lists at most 300 files (GitHub REST docs, "Compare two commits").
 COMPARE_FILES_CAP = 300
@@ -50,7 +50,7 @@ def listing_head(listing: Sequence[dict[str, Any]]) -> str | None:
 
 def fetch_and_store(
     client: GitHubClient,
-    store: HeadStore,
+    store: HeadStore | DeferredHeads,
     full_name: str,
     number: int,
     head_sha: str,
@@ -87,7 +87,7 @@ def fetch_and_store(
 
 def _store_compared(
     client: GitHubClient,
-    store: HeadStore,
+    store: HeadStore | DeferredHeads,
     full_name: str,
     repo: str,
     number: int,
