@@ -97,7 +97,8 @@ class _Batch:
     def finish(self) -> None:
         """Write what the job kept: the heads' files (should that fail, their markers stay, and the heads
         are asked for again), then, in Redis, the answers' tally and the fetch markers of the heads done."""
-        queue = current().github_queue if current().redis is not None else None
+        services = current()
+        queue = services.github_queue if services.redis is not None else None
         try:
             self.heads.flush()
         finally:

@@ -29,16 +29,17 @@ class Quota:
     def record_answers(self, state: RateLimitState | None, answered: int, not_modified: int) -> None:
         """Several answers at once (`QuotaTally`): the last one's rate-limit headers and the counts."""
         pipe = self.redis.pipeline(transaction=False)
-        fields: dict[str | bytes, str | int] = {
-            name: value
-            for name, value in (
-                ("limit", state.limit if state else None),
-                ("remaining", state.remaining if state else None),
-                ("reset", state.reset if state else None),
-                ("resource", state.resource if state else None),
+        given = (
+            ()
+            if state is None
+            else (
+                ("limit", state.limit),
+                ("remaining", state.remaining),
+                ("reset", state.reset),
+                ("resource", state.resource),
             )
-            if value is not None
-        }
+        )
+        fields: dict[str | bytes, str | int] = {name: value for name, value in given if value is not None}
         if fields:
             fields["seen_at"] = int(time.time())
             pipe.hset(_RATE, mapping=fields)  # type: ignore[arg-type]
