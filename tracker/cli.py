@@ -263,6 +263,11 @@ def web(settings: Settings, host: str, port: int, processes: int) -> None:
     WebServer(settings, host, port, processes).run()
 
 
+# The queues of `tracker worker --queue`, in the order a worker takes their jobs (workers.runtime.QUEUES;
+# named here too, since the CLI does not import the queue's modules until a command needs them).
+WORKER_QUEUES = ("deliveries", "records", "github")
+
+
 @main.command()
 @click.option("--burst", is_flag=True, help="Stop when the queue is empty.")
 @click.option(
@@ -272,8 +277,15 @@ def web(settings: Settings, host: str, port: int, processes: int) -> None:
     type=click.IntRange(0, 19),
     help="Lower this process's CPU priority by N (os.nice), below web processes on the same machine.",
 )
+@click.option(
+    "--queue",
+    "queues",
+    multiple=True,
+    type=click.Choice(WORKER_QUEUES),
+    help="Take jobs from this queue only (repeat for several; default: all, deliveries first, GitHub last).",
+)
 @with_settings
-def worker(settings: Settings, burst: bool, nice: int) -> None:
+def worker(settings: Settings, burst: bool, nice: int, queues: tuple[str, ...]) -> None:
     """Process deliveries from the queue (RQ); while Redis is unreachable, wait for it."""
     from tracker.queue import WORKER_REDIS
     from tracker.services import Services
@@ -289,7 +301,7 @@ def worker(settings: Settings, burst: bool, nice: int) -> None:
     try:
         if burst:
             _require_redis(services)
-        work(services, burst=burst)
+        work(services, burst=burst, queues=queues or WORKER_QUEUES)
     finally:
         services.close()
 

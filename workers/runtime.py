@@ -19,6 +19,7 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
@@ -31,7 +32,7 @@ from rq.exceptions import StopRequested
 from rq.job import Job
 
 from tracker import logs, metrics
-from tracker.queue import WORKER_TTL, wait_for_redis
+from tracker.queue import GITHUB_QUEUE_NAME, QUEUE_NAME, RECORDS_QUEUE_NAME, WORKER_TTL, wait_for_redis
 from tracker.services import Services
 from tracker.settings import load_settings
 from workers.sweep import sweep
@@ -48,6 +49,10 @@ MAINTENANCE_INTERVAL = 10
 # After RQ's work loop returned without a stop request (a Redis error it does not retry), wait this
 # long before the next round, twice as long each time up to the longest, while rounds stay short.
 _FIRST_PAUSE, _LONGEST_PAUSE, _SHORT_ROUND = 1.0, 30.0, 60.0
+
+
+# The queues a worker may listen on, in the order it takes their jobs.
+QUEUES = (QUEUE_NAME, RECORDS_QUEUE_NAME, GITHUB_QUEUE_NAME)
 
 
 def install(services: Services | None) -> None:
@@ -74,10 +79,12 @@ class Worker(SimpleWorker):
     logs an error every 2 seconds. A stop request (SIGTERM, Ctrl-C) also sets `stop`, so the loop
     around it can tell a stop from a lost Redis."""
 
-    def __init__(self, services: Services, stop: threading.Event, **options: Any) -> None:
+    def __init__(
+        self, services: Services, stop: threading.Event, queues: Sequence[str] = QUEUES, **options: Any
+    ) -> None:
         super().__init__(
             # Deliveries first; then month-end work (short, and waiting for the rest); GitHub fetches last.
-            [services.delivery_queue, services.records_queue, services.github_queue],
+            [queue for name, queue in _queues(services) if name in queues],
             connection=services.require_redis(),
             worker_ttl=WORKER_TTL,
             maintenance_interval=MAINTENANCE_INTERVAL,
@@ -116,7 +123,15 @@ class Worker(SimpleWorker):
         super().request_stop(signum, frame)  # type: ignore[no-untyped-call]
 
 
-def work(services: Services, *, burst: bool = False) -> None:
+def _queues(services: Services) -> list[tuple[str, Queue]]:
+    return [
+        (QUEUE_NAME, services.delivery_queue),
+        (RECORDS_QUEUE_NAME, services.records_queue),
+        (GITHUB_QUEUE_NAME, services.github_queue),
+    ]
+
+
+def work(services: Services, *, burst: bool = False, queues: Sequence[str] = QUEUES) -> None:
     """Sweep, then process jobs until SIGTERM or Ctrl-C (or, with `burst`, until the queues are
     empty). SimpleWorker runs jobs in this process: jobs are short and idempotent, and forking a work
     horse per job costs about 14 ms of CPU against 3 ms (MEASURED.md)."""
@@ -124,7 +139,7 @@ def work(services: Services, *, burst: bool = False) -> None:
     stop = threading.Event()
     if burst:
         sweep(services, grace_seconds=0)
-        Worker(services, stop).work(burst=True, with_scheduler=True, logging_level=logs.rq_level())
+        Worker(services, stop, queues).work(burst=True, with_scheduler=True, logging_level=logs.rq_level())
         return
     connection = services.require_redis()
     pause = _FIRST_PAUSE
@@ -139,7 +154,7 @@ def work(services: Services, *, burst: bool = False) -> None:
             sweep(services, grace_seconds=0)
             if stop.is_set():
                 return
-            worker = Worker(services, stop)
+            worker = Worker(services, stop, queues)
             worker.work(with_scheduler=True, logging_level=logs.rq_level())
             if worker.lost_redis is not None:
                 raise worker.lost_redis

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from dataclasses import replace
 
 import pytest
@@ -20,6 +21,7 @@ from tests.conftest import fixture_payload, post, run_jobs
 from tests.paths import needs_shared
 from tests.workers.test_jobs import EXPECTED_STATS, post_all, september, stories, worker_process
 from tracker import queue as queue_module
+from tracker.cli import WORKER_QUEUES
 from tracker.queue import DRAIN_FUNCTION, ask_for_drain, enqueue_deliveries, job_id
 from tracker.settings import Settings
 from tracker.store.rebuild import rebuild
@@ -27,6 +29,7 @@ from tracker.store.schema import deliveries
 from tracker.supervisor import parts
 from tracker.web.context import services
 from workers import drain
+from workers.runtime import QUEUES
 from workers.sweep import sweep
 
 
@@ -285,22 +288,40 @@ def test_a_drain_that_fails_lets_the_next_delivery_ask_for_a_drain(
         assert services().ledger.counts().processed == total + 1
 
 
-def test_a_niced_worker_runs_its_jobs_below_the_web_and_tracker_run_nices_its_workers(
-    app: Flask, settings: Settings
-) -> None:
-    with app.app_context():
-        job = services().records_queue.enqueue(os.nice, 0)  # the job answers its process's niceness
-    worker = worker_process(settings, "--burst", "--nice", "7")
+def burst_worker(settings: Settings, *args: str) -> subprocess.Popen[bytes]:
+    """`tracker worker --burst *args`, run to its end."""
+    worker = worker_process(settings, "--burst", *args)
     try:
         assert worker.wait(60) == 0
     finally:
         if worker.poll() is None:
             os.killpg(worker.pid, signal.SIGKILL)
+    return worker
+
+
+def test_a_niced_worker_runs_its_jobs_below_the_web_and_tracker_run_nices_its_workers(
+    app: Flask, settings: Settings
+) -> None:
+    with app.app_context():
+        job = services().records_queue.enqueue(os.nice, 0)  # the job answers its process's niceness
+    burst_worker(settings, "--nice", "7")
     result = job.latest_result()
     assert result is not None
     assert result.return_value == os.nice(0) + 7
     started = [child.args for child in parts("127.0.0.1", 8000, 2, 2, 60.0, 10) if child.name.startswith("worker")]
     assert [args[-3:] for args in started] == [["worker", "--nice", "10"]] * 2
+
+
+def test_a_worker_told_its_queues_takes_jobs_from_those_only(app: Flask, settings: Settings) -> None:
+    with app.app_context():
+        records = services().records_queue.enqueue(os.getpid)
+        fetch = services().github_queue.enqueue(os.getpid)
+    worker = burst_worker(settings, "--queue", "records")
+    result = records.latest_result()
+    assert result is not None and result.return_value == worker.pid
+    assert fetch.get_status(refresh=True) == "queued"  # left for a worker of the GitHub queue
+    assert fetch.latest_result() is None
+    assert WORKER_QUEUES == QUEUES  # the CLI's choices are the worker's queues
 
 
 @needs_shared

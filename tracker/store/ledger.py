@@ -12,7 +12,7 @@ from sqlalchemy import Engine, func, select, update
 
 from tracker.core.repository import repository_key
 from tracker.core.window import iso_utc
-from tracker.store.database import insert_ignoring_duplicates
+from tracker.store.database import begin_write, insert_ignoring_duplicates
 from tracker.store.schema import deliveries, hooks
 
 PENDING, PROCESSED, FAILED = "pending", "processed", "failed"
@@ -105,9 +105,9 @@ class Ledger:
         )
         raw = self.engine.raw_connection()
         try:
-            cursor = raw.cursor()
             if self._sqlite:
-                cursor.execute("BEGIN IMMEDIATE")  # the driver autocommits otherwise (database.py)
+                begin_write(raw.dbapi_connection)  # the driver autocommits otherwise (database.py)
+            cursor = raw.cursor()
             stored = True
             if digest is not None:
                 cursor.execute(self._digest_sql, (repository_key(delivery.repo or ""), digest, delivery.id))
