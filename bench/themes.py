@@ -21,7 +21,9 @@ cutoff's snapshot. The taxonomy is the one of examples/megatron-lm.yaml.
    collector paused, as the service does while it builds a report) of
    build_report and of render(md, en) for the largest month and for a synthetic 1,400-PR month
    (every PR of the data, repeated where short, renumbered, merges spread over May 2026), against
-   json.dumps(report_document(report)) of the same report in the same run.
+   json.dumps(report_document(report)) of the same report in the same run; and the 1,400-PR month's
+   build_report once the month changed (groupings forgotten, each change's features remembered, as in
+   a web process at the next poll) against the same from nothing.
 
 Run: .venv/bin/python bench/themes.py [--data DIR] [--runs 5]
 """
@@ -51,6 +53,7 @@ from _stack import _machine_cpu, _own_cpu, interference_note, load_note  # noqa:
 
 from tests.paths import MEGATRON  # noqa: E402
 from tracker.config import TrackerConfig  # noqa: E402
+from tracker.core import clusters  # noqa: E402
 from tracker.core.attributes import AttributeVersion  # noqa: E402
 from tracker.core.classify import ChangedFile, HeadVerdict, Rules, classify_head  # noqa: E402
 from tracker.core.report import Report, build_report  # noqa: E402
@@ -184,6 +187,25 @@ def timing_line(label: str, snapshot: MonthSnapshot, paths: dict[int, list[str]]
     )
 
 
+def regroup_line(label: str, snapshot: MonthSnapshot, paths: dict[int, list[str]], taxonomy: Any, runs: int) -> str:
+    """build_report once the month has changed, as a web process does it: its sections grouped again (the
+    groupings forgotten) with what else it remembers of the changes kept (each one's features, its title's
+    terms), against the same from nothing (`clusters.forget`)."""
+    again: list[float] = []
+    cold: list[float] = []
+    for _ in range(runs):
+        for times, forget in ((again, clusters._group.cache_clear), (cold, clusters.forget)):
+            forget()
+            with collector_paused():
+                started = time.perf_counter()
+                build_report(snapshot, paths, taxonomy)
+                times.append((time.perf_counter() - started) * 1000)
+    return (
+        f"time {label}, grouped again (the month changed): build_report {statistics.median(again):.1f} ms; "
+        f"from nothing (clusters.forget) {statistics.median(cold):.1f} ms"
+    )
+
+
 def synthetic_month(prs: Sequence[PR]) -> list[PR]:
     start = datetime(2026, 5, 1, tzinfo=ZoneInfo(TZ))
     span = int(timedelta(days=31).total_seconds())
@@ -230,6 +252,7 @@ def main() -> None:
             taxonomy,
             args.runs,
         ),
+        regroup_line(f"synthetic 2026-05 ({SYNTHETIC} PRs), taxonomy", *synthetic, taxonomy, args.runs),
         timing_line(
             f"{largest} (largest month, {len(months[largest])} PRs), taxonomy",
             *snapshot_of(months[largest], largest, last[largest]),

@@ -21,6 +21,7 @@ from datetime import date, datetime
 from functools import cache
 from typing import Any
 
+import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score, rand_score
 
@@ -28,9 +29,10 @@ from tests import bullets as read
 from tests.bullets import CITATION
 from tests.paths import EXAMPLES, SHARED, needs_shared
 from tracker.config import TrackerConfig
+from tracker.core import clusters
 from tracker.core.attributes import AttributeVersion
 from tracker.core.classify import ChangedFile, HeadVerdict, Rules, classify_head
-from tracker.core.clusters import MAX_THEMES, MAX_TOPICS, Item, group
+from tracker.core.clusters import MAX_THEMES, MAX_TOPICS, Item, forget, group
 from tracker.core.report import DELIVERED, Report, build_report
 from tracker.core.snapshot import build_snapshot
 from tracker.core.taxonomy import ThemeConfig
@@ -76,6 +78,34 @@ def test_the_remembered_grouping_follows_the_data() -> None:
     assert group(renamed)[0].terms[0] == "Zebra"
     moved = [*GTP[:2], Item(GTP[2].title, paths=("megatron/rl/agent/rollout.py",)), *RL]
     assert [g.members for g in group(moved)] != [g.members for g in group(items)]
+
+
+def test_the_remembered_features_of_a_change_follow_its_content() -> None:
+    # Each change's features are remembered by content across groupings: a changed path or title is new.
+    forget()
+    item = GTP[0]
+    assert "f:megatron/core/tensor_parallel/gtp.py" in clusters._features(item)
+    moved = Item(item.title, paths=("megatron/rl/agent/rollout.py",))
+    assert "f:megatron/rl/agent/rollout.py" in clusters._features(moved)
+    assert "f:megatron/core/tensor_parallel/gtp.py" not in clusters._features(moved)
+    retitled = Item("Zebra crossing", paths=item.paths)
+    assert "w:zebra" in clusters._features(retitled) and "w:gtp" not in clusters._features(retitled)
+    # And a grouping with them remembered is the grouping computed from nothing.
+    items = [*GTP, moved, *RL, retitled]
+    remembered = group(items)
+    forget()
+    assert group(items) == remembered
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_nearest_neighbours_are_those_of_a_stable_sort_of_each_row(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(1, 80))
+    # Few distinct values on odd seeds: many ties, which a stable sort breaks by position.
+    values = rng.choice([0.0, 0.05, 0.2, 0.5, 1.0], size=(size, size)) if seed % 2 else rng.random((size, size))
+    np.fill_diagonal(values, -1.0)
+    expected = np.argsort(-values, axis=1, kind="stable")[:, : clusters.NEIGHBOURS]
+    assert np.array_equal(clusters._nearest(values, clusters.NEIGHBOURS), expected)
 
 
 def test_a_change_alike_to_nothing_stands_alone_while_there_is_room() -> None:

@@ -32,11 +32,14 @@ neighbouring settings (`NEIGHBOURS` 4 to 8), so the weights are round numbers, n
 Deterministic: the same items in the same order give the same groups (fixed seeds, stable sorts, ties
 broken by position). Linear in the features, quadratic in the number of changes (a dense similarity
 matrix: 1,500 changes are 2.25 million numbers); the quadratic parts are numpy's (each change's nearest
-neighbours, the runs' co-membership as one sparse product), the Python loops linear.
+neighbours, by partition rather than a sort of whole rows; the runs' co-membership as one sparse product),
+the Python loops linear.
 
 Remembered twice, by content, since a grouping depends on nothing but its items and this code:
 - in the process, the last `_REMEMBERED` groupings (`functools.lru_cache`; `forget()` clears it): the
-  Markdown, HTML and JSON of one cutoff, in both languages, group the same sections once;
+  Markdown, HTML and JSON of one cutoff, in both languages, group the same sections once; and each change's
+  features, by the change's content, so that a month grouped again after one of its PRs changed describes
+  only the changed ones anew;
 - across processes, by the caller: tracker.reports.groupings keeps each grouping in Redis under a digest
   of its items and of the core's sources (40 days), so a worker that warmed a month (tracker.reports.warm)
   spares every web process the grouping of the same sections. This module stays pure: `group` is what a
@@ -127,11 +130,14 @@ def group(items: Sequence[Item]) -> tuple[Group, ...]:
 
 
 def forget() -> None:
-    """Forget the remembered groupings (benchmarks measure the first request after a change with it)."""
+    """Forget the remembered groupings and changes' features (benchmarks measure the first request after a
+    change with it)."""
     _group.cache_clear()
+    _features.cache_clear()
 
 
 _REMEMBERED = 16
+_FEATURES_REMEMBERED = 16_384  # changes: several months of a busy repository
 
 
 @lru_cache(maxsize=_REMEMBERED)
@@ -158,16 +164,16 @@ def _group(items: tuple[Item, ...]) -> tuple[Group, ...]:
 # --- features ---------------------------------------------------------------------------------------
 
 
-def _features(item: Item, keys: dict[str, tuple[str, ...]]) -> dict[str, float]:
-    """`keys`: the path features of each path seen (`_path_keys`), shared by the items of one grouping."""
+@lru_cache(maxsize=_FEATURES_REMEMBERED)
+def _features(item: Item) -> dict[str, float]:
+    """What a change touches and says, by feature: remembered by content, since a month's sections are
+    grouped again at every change of the month and most of their changes are the same. Shared: read it,
+    never change it."""
     features: dict[str, float] = defaultdict(float)
     paths = list(dict.fromkeys(item.paths))[:MAX_PATHS]
     files = considered_files(paths)
     for path in files:
-        found = keys.get(path)
-        if found is None:
-            found = keys[path] = _path_keys(path)
-        for key in found:
+        for key in _path_keys(path):
             features[key] += 1 / len(files)
     chosen = set(files)
     for path in paths:
@@ -186,9 +192,10 @@ def _features(item: Item, keys: dict[str, tuple[str, ...]]) -> dict[str, float]:
         features[f"r:{number}"] = 1.0
     for index, prior in enumerate(item.prior[:2]):
         features[f"{'pq'[index]}:{prior}"] = 1.0
-    return features
+    return dict(features)
 
 
+@lru_cache(maxsize=65_536)
 def _path_keys(path: str) -> tuple[str, ...]:
     """A code file's features: each directory above it (`d:`), then the file itself (`f:`)."""
     parts = path.split("/")
@@ -208,8 +215,7 @@ def _similarity(items: Sequence[Item]) -> np.ndarray:
     """Cosine similarity of every pair of changes (a dense n × n matrix, 1 on the diagonal or 0 for a
     change that shares nothing with any other)."""
     n = len(items)
-    paths: dict[str, tuple[str, ...]] = {}
-    rows = [_features(item, paths) for item in items]
+    rows = [_features(item) for item in items]
     # Every (change, feature) entry, change by change, each change's in the order of its features.
     keys = [key for row in rows for key in row]
     values = np.fromiter((value for row in rows for value in row.values()), dtype=float, count=len(keys))
@@ -248,12 +254,11 @@ def _communities(similarity: np.ndarray, members: Sequence[int], runs: int = RUN
         return _ordered([[m] for m in members] if _sim(similarity, members) < MIN_SIMILARITY else [list(members)])
     sub = similarity[np.ix_(members, members)]
     np.fill_diagonal(sub, -1.0)  # a change is not its own neighbour (`sub` is a copy)
-    # Each change's most similar others, most similar first (a stable sort: ties by position).
-    nearest = np.argsort(-sub, axis=1, kind="stable")[:, :NEIGHBOURS]
+    nearest = _nearest(sub, NEIGHBOURS)
     edges: dict[tuple[int, int], float] = {}
-    for i, row in enumerate(nearest.tolist()):
-        for j in row:
-            weight = float(sub[i, j])
+    weights_of = np.take_along_axis(sub, nearest, axis=1).tolist()
+    for i, (row, row_weights) in enumerate(zip(nearest.tolist(), weights_of, strict=True)):
+        for j, weight in zip(row, row_weights, strict=True):
             if weight < MIN_SIMILARITY:
                 break
             edges[(min(i, j), max(i, j))] = weight
@@ -285,6 +290,21 @@ def _communities(similarity: np.ndarray, members: Sequence[int], runs: int = RUN
     return _ordered(list(clusters.values()))
 
 
+def _nearest(sub: np.ndarray, k: int) -> np.ndarray:
+    """Each row's `k` most similar others, most similar first, ties by position: the first `k` columns of
+    a stable argsort of `-sub`, found without sorting whole rows (a row's candidates are the values at
+    least as similar as its k-th, ties included; only those are sorted)."""
+    n = sub.shape[1]
+    if n <= k:
+        return np.argsort(-sub, axis=1, kind="stable")[:, :k]
+    negated = -sub
+    kth = np.partition(negated, k - 1, axis=1)[:, k - 1 : k]
+    rows, columns = np.nonzero(negated <= kth)  # row by row, columns ascending
+    order = np.lexsort((columns, negated[rows, columns], rows))  # by row, then similarity, then position
+    starts = np.searchsorted(rows[order], np.arange(sub.shape[0]))
+    return columns[order][starts[:, None] + np.arange(k)]
+
+
 def _sim(similarity: np.ndarray, members: Sequence[int]) -> float:
     return float(similarity[members[0], members[-1]]) if len(members) == 2 else 1.0
 
@@ -313,24 +333,36 @@ def _within_limit(similarity: np.ndarray, clusters: list[list[int]], n: int) -> 
     for room in (MAX_THEMES, MAX_THEMES - 1):
         if len(clusters) <= room:
             return [list(c) for c in clusters], []
-        kept = [list(c) for c in clusters[:room]]
+        kept = _Growing(clusters[:room])
         other: list[int] = []
         for member in (m for c in clusters[room:] for m in c):
-            alike = _mean_similarities(similarity[member], kept)
+            alike = kept.means(similarity[member])
             closest = int(np.argmax(alike))
             if alike[closest] > 0:
-                kept[closest].append(member)
+                kept.add(closest, member)
             else:
                 other.append(member)
         if not other:
-            return _ordered(kept), []
-    return _ordered(kept), other
+            return _ordered(kept.members), []
+    return _ordered(kept.members), other
 
 
-def _mean_similarities(row: np.ndarray, clusters: Sequence[Sequence[int]]) -> list[float]:
-    """A change's mean similarity to each cluster (`row`: its similarities), as `ndarray.mean` gives it:
-    the same sum (numpy's pairwise summation of the same values) over the same count."""
-    return [float(np.add.reduce(row[cluster]) / len(cluster)) for cluster in clusters]
+class _Growing:
+    """Clusters that gain changes one at a time, each with its members as an index array for `means`
+    (made again only for the cluster that grew)."""
+
+    def __init__(self, clusters: Iterable[Sequence[int]]) -> None:
+        self.members = [list(c) for c in clusters]
+        self._indexes = [np.asarray(c, dtype=np.intp) for c in self.members]
+
+    def means(self, row: np.ndarray) -> list[float]:
+        """A change's mean similarity to each cluster (`row`: its similarities), as `ndarray.mean` gives it:
+        the same sum (numpy's pairwise summation of the same values) over the same count."""
+        return [float(np.add.reduce(row[index]) / len(index)) for index in self._indexes]
+
+    def add(self, position: int, member: int) -> None:
+        self.members[position].append(member)
+        self._indexes[position] = np.asarray(self.members[position], dtype=np.intp)
 
 
 # --- sub-topics -------------------------------------------------------------------------------------
@@ -341,17 +373,18 @@ def _topics(similarity: np.ndarray, vocabulary: _Vocabulary, members: Sequence[i
     merged into the one it is most similar to (or, alike to none, into a last "further" sub-topic)."""
     members = sorted(members)
     parts = _communities(similarity, members, TOPIC_RUNS) if len(members) >= 4 else [members]
-    kept = [list(p) for p in parts if len(p) >= 2][: MAX_TOPICS - 1] or [list(parts[0])]
-    rest = [m for p in parts if not any(p == k for k in kept) for m in p]
+    chosen = [list(p) for p in parts if len(p) >= 2][: MAX_TOPICS - 1] or [list(parts[0])]
+    rest = [m for p in parts if not any(p == k for k in chosen) for m in p]
+    kept = _Growing(chosen)
     further: list[int] = []
     for member in rest:
-        alike = _mean_similarities(similarity[member], kept)
+        alike = kept.means(similarity[member])
         closest = int(np.argmax(alike))
         if alike[closest] >= 2 * MIN_SIMILARITY:
-            kept[closest].append(member)
+            kept.add(closest, member)
         else:
             further.append(member)
-    topics = _ordered(kept)
+    topics = _ordered(kept.members)
     if len(further) == 1 and len(topics) < MAX_TOPICS:
         topics.append(further)  # one change alike to none stands as its own sub-topic
     elif further:
