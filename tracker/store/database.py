@@ -9,9 +9,10 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -101,19 +102,10 @@ def _sqlite_engine(url: str) -> Engine:
         if connection.get_execution_options().get("read_only"):
             connection.exec_driver_sql("BEGIN")
             return
-        writer = connection.connection.dbapi_connection
-        if not isinstance(writer, WriterConnection):
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
-            return
         try:
-            writer.take_lock()
-        except sqlite3.OperationalError as exc:  # as SQLAlchemy reports SQLite's own "database is locked"
+            begin_write(connection.connection.dbapi_connection, lambda: connection.exec_driver_sql("BEGIN IMMEDIATE"))
+        except sqlite3.OperationalError as exc:  # the writers' lock: as SQLAlchemy reports SQLite's own
             raise DBAPIError.instance("BEGIN IMMEDIATE", None, exc, sqlite3.Error) from None
-        try:
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
-        except BaseException:
-            writer.release_lock()
-            raise
 
     return engine
 
@@ -146,25 +138,15 @@ class WriterConnection(sqlite3.Connection):
         self._lock_pid = 0
         self._locked = False
 
-    def begin_write(self) -> None:
-        """BEGIN IMMEDIATE, behind the writers' lock."""
-        self.take_lock()
-        try:
-            self.execute("BEGIN IMMEDIATE")
-        except BaseException:
-            self.release_lock()
-            raise
-
     def commit(self) -> None:
-        try:
-            super().commit()
-        finally:
-            if not self.in_transaction:
-                self.release_lock()
+        self._end(super().commit)
 
     def rollback(self) -> None:
+        self._end(super().rollback)
+
+    def _end(self, end: Callable[[], None]) -> None:
         try:
-            super().rollback()
+            end()
         finally:
             if not self.in_transaction:
                 self.release_lock()
@@ -204,13 +186,20 @@ class WriterConnection(sqlite3.Connection):
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
 
-def begin_write(dbapi_connection: Any) -> None:
+def begin_write(dbapi_connection: Any, begin: Callable[[], object] | None = None) -> None:
     """BEGIN IMMEDIATE on a DBAPI connection of a SQLite engine of `open_engine`, behind the writers'
-    lock (`WriterConnection`)."""
-    if isinstance(dbapi_connection, WriterConnection):
-        dbapi_connection.begin_write()
-    else:
-        dbapi_connection.execute("BEGIN IMMEDIATE")
+    lock (`WriterConnection`); `begin`: what issues it, when not the connection itself."""
+    if begin is None:
+        begin = partial(dbapi_connection.execute, "BEGIN IMMEDIATE")
+    if not isinstance(dbapi_connection, WriterConnection):
+        begin()
+        return
+    dbapi_connection.take_lock()
+    try:
+        begin()
+    except BaseException:
+        dbapi_connection.release_lock()
+        raise
 
 
 class SchemaError(SettingsError):
@@ -379,8 +368,15 @@ def insert_ignoring_duplicates(conn: Connection, table: Table, rows: Sequence[di
     Counted with RETURNING: the driver's rowcount is -1 for this statement on psycopg."""
     if not rows:
         return 0
+    return len(inserted_keys(conn, table, rows))
+
+
+def inserted_keys(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> set[tuple[Any, ...]]:
+    """INSERT ... ON CONFLICT DO NOTHING; the primary keys of the rows that were new."""
+    if not rows:
+        return set()
     statement = _insert_ignoring(conn.dialect.name == "sqlite", table)
-    return len(conn.execute(statement, rows[0] if len(rows) == 1 else list(rows)).all())
+    return {tuple(row) for row in conn.execute(statement, rows[0] if len(rows) == 1 else list(rows))}
 
 
 @functools.cache
@@ -388,5 +384,4 @@ def _insert_ignoring(on_sqlite: bool, table: Table) -> Any:
     """The statement of `insert_ignoring_duplicates`, built once per table and dialect: building it (and
     its cache key) anew cost more CPU than running it on SQLite, on every write of the workers."""
     dialect = sqlite if on_sqlite else postgresql
-    key = list(table.primary_key.columns)[0]
-    return dialect.insert(table).on_conflict_do_nothing().returning(key)
+    return dialect.insert(table).on_conflict_do_nothing().returning(*table.primary_key.columns)

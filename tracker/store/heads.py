@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, bindparam, func, select, tuple_, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from tracker.core.classify import Category, ChangedFile, HeadVerdict, Rules, classify_head
-from tracker.store.database import insert_ignoring_duplicates
+from tracker.store.database import insert_ignoring_duplicates, inserted_keys
 from tracker.store.ledger import now_ms
 from tracker.store.schema import head_files, head_verdicts, heads, month_activity, months, pr_versions, wanted_heads
 
@@ -140,7 +138,7 @@ class HeadStore:
         if not rows.heads:
             return 0
         with self.engine.begin() as conn:
-            new = {tuple(row) for row in conn.execute(_insert_heads(conn.dialect.name == "sqlite"), rows.heads)}
+            new = inserted_keys(conn, heads, rows.heads)
             files = [row for key, file_rows in rows.files.items() if key in new for row in file_rows]
             if files:
                 conn.execute(head_files.insert(), files)
@@ -243,13 +241,6 @@ class _HeadRows:
             if item.source != UNAVAILABLE:
                 verdict = classify_head(item.head_sha, item.files, item.rules, item.truncated)
                 self.verdicts[key] = _verdict_row(item.repo, item.number, verdict)
-
-
-@functools.cache
-def _insert_heads(on_sqlite: bool) -> Any:
-    """INSERT of heads rows that skips the heads already stored, returning the keys of the new ones."""
-    dialect = sqlite if on_sqlite else postgresql
-    return dialect.insert(heads).on_conflict_do_nothing().returning(heads.c.repo, heads.c.number, heads.c.head_sha)
 
 
 class DeferredHeads:
