@@ -45,10 +45,9 @@ import _load
 from _service import Feed, run_wrk
 from _stack import SECRET, Stack, load_note, wait_for
 from rq import Queue
-from sqlalchemy import select
 
 from tracker.queue import DRAIN_FUNCTION, DRAIN_WAITING_KEY, DRAIN_WAITING_TTL, QUEUE_NAME
-from tracker.store.schema import deliveries
+from tracker.store.ledger import Ledger  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 THROUGHPUT_TARGET = 1_000.0
@@ -341,8 +340,7 @@ def main() -> int:
         # --- nothing lost, nothing refused, one drain job per burst ---------------------------------
         stack.stop(server)  # a web process asks for the drain its last requests wanted as it stops
         traffic = time.monotonic() - first_webhook if first_webhook is not None else 0.0
-        with stack.engine.connect() as conn:
-            stored = set(conn.execute(select(deliveries.c.id)).scalars())
+        stored = Ledger(stack.engine).accepted_ids()  # the inbox's too (tracker.store.inbox)
         accepted |= paced_accepted
         missing = accepted - stored
         unread = stored - accepted

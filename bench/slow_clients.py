@@ -46,10 +46,9 @@ if str(HERE) not in sys.path:
 import _load  # noqa: E402
 from _stack import Stack, load_note, tracker_command, wait_for  # noqa: E402
 from ingest import free_port, healthy, make_payloads  # noqa: E402
-from sqlalchemy import select  # noqa: E402
 
 from tracker.settings import Settings, load_settings  # noqa: E402
-from tracker.store.schema import deliveries  # noqa: E402
+from tracker.store.ledger import Ledger  # noqa: E402
 from tracker.web.server import WebServer  # noqa: E402
 
 # GitHub counts a delivery as failed when it is not answered within 10 seconds.
@@ -360,8 +359,7 @@ def main() -> int:
                 outcomes.append(outcome)
                 print(outcome.line(), flush=True)
 
-        with stack.engine.connect() as conn:
-            stored = set(conn.execute(select(deliveries.c.id)).scalars())
+        stored = Ledger(stack.engine).accepted_ids()  # the inbox's too (tracker.store.inbox)
         accepted = {a.delivery for o in outcomes for a in o.answers if a.status == 202}
         missing = accepted - stored
         print(

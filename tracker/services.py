@@ -78,7 +78,7 @@ class Services:
         except BaseException:
             engine.dispose()
             raise
-        return cls(settings, config, Ledger(engine), MonthState(engine), connection)
+        return cls(settings, config, Ledger(engine, inbox=settings.inbox), MonthState(engine), connection)
 
     @property
     def heads(self) -> HeadStore:

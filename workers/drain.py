@@ -78,11 +78,13 @@ def drain_deliveries() -> str:
     ledger = services.ledger
     try:
         while True:
+            ledger.take_inbox(BATCH)  # what the webhook wrote since (SQLite: tracker.store.inbox)
             batch = ledger.fresh_pending(BATCH)
             if not batch:
                 # The end: from now on a delivery stored asks for a drain. One stored before this DEL
                 # saw the key and asked for nothing, but it was committed first, so this look sees it.
                 connection.delete(DRAIN_WAITING_KEY)
+                ledger.take_inbox(BATCH)
                 batch = ledger.fresh_pending(BATCH)
                 if not batch:
                     break

@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, text
@@ -23,15 +22,6 @@ from tests.store.test_ledger import ping_delivery
 from tracker.store import database
 from tracker.store.database import connect
 from tracker.store.ledger import Ledger
-
-
-@pytest.fixture
-def sqlite_engine(tmp_path: Path) -> Iterator[Engine]:
-    engine = connect(f"sqlite:///{tmp_path / 'ledger.sqlite3'}")
-    try:
-        yield engine
-    finally:
-        engine.dispose()
 
 
 def lock_path(engine: Engine) -> str:

@@ -302,7 +302,8 @@ def _nearest(sub: np.ndarray, k: int) -> np.ndarray:
     rows, columns = np.nonzero(negated <= kth)  # row by row, columns ascending
     order = np.lexsort((columns, negated[rows, columns], rows))  # by row, then similarity, then position
     starts = np.searchsorted(rows[order], np.arange(sub.shape[0]))
-    return columns[order][starts[:, None] + np.arange(k)]
+    nearest: np.ndarray = columns[order][starts[:, None] + np.arange(k)]
+    return nearest
 
 
 def _sim(similarity: np.ndarray, members: Sequence[int]) -> float:

@@ -13,6 +13,8 @@ from sqlalchemy import Engine, func, select, update
 from tracker.core.repository import repository_key
 from tracker.core.window import iso_utc
 from tracker.store.database import begin_write, insert_ignoring_duplicates
+from tracker.store.inbox import COLUMNS as INBOX_COLUMN_NAMES
+from tracker.store.inbox import Inbox, inbox_path
 from tracker.store.schema import deliveries, hooks
 
 PENDING, PROCESSED, FAILED = "pending", "processed", "failed"
@@ -67,7 +69,9 @@ _STORED_COLUMNS = (
 
 
 class Ledger:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, inbox: bool = False) -> None:
+        """`inbox`: `receive` writes to the inbox on SQLite (TRACKER_INBOX). Whatever it says, the drain
+        moves what an inbox file holds, and the reads count it."""
         self.engine = engine
         marker = "?" if engine.dialect.paramstyle == "qmark" else "%s"
         self._insert_sql = (
@@ -78,31 +82,33 @@ class Ledger:
             f"INSERT INTO delivery_digests (repo, digest, delivery_id) VALUES ({marker}, {marker}, {marker}) "
             "ON CONFLICT (repo, digest) DO NOTHING"
         )
+        self._known_id_sql = f"SELECT 1 FROM deliveries WHERE id = {marker}"
+        self._known_digest_sql = f"SELECT 1 FROM delivery_digests WHERE repo = {marker} AND digest = {marker}"
         self._sqlite = engine.dialect.name == "sqlite"
+        path = inbox_path(engine)
+        self.inbox = Inbox(path) if path is not None else None
+        self._receive_into_inbox = inbox and self.inbox is not None
 
     # --- writing, on the request path ---------------------------------------------------------
+
+    def receive(self, delivery: Delivery, digest: str | None = None) -> bool:
+        """What the webhook stores: `store`, into the inbox on SQLite (tracker.store.inbox), where a web
+        process never waits for the workers' transactions; the drain moves it into the ledger."""
+        if self.inbox is None or not self._receive_into_inbox:
+            return self.store(delivery, digest)
+        key = repository_key(delivery.repo or "") if digest is not None else None
+        return self.inbox.add(
+            (*_stored_values(delivery)[:-2], key, digest), lambda: self._in_ledger(delivery.id, key, digest)
+        )
 
     def store(self, delivery: Delivery, digest: str | None = None) -> bool:
         """Append a delivery; False when its id is already stored (a redelivery) or, given the
         `digest` of its JSON document, when the same repository already has a delivery with that
         body under another id (a replay).
 
-        This is the request path's one write, so it is prepared INSERTs on a pooled DBAPI connection
-        in one short transaction: on SQLite the write lock is held for the shortest possible time
-        (two web processes otherwise queue behind each other's BEGIN ... COMMIT)."""
-        values = (
-            delivery.id,
-            delivery.event,
-            delivery.action,
-            delivery.repo,
-            delivery.hook_id,
-            delivery.content_type,
-            json.dumps(delivery.headers, sort_keys=True),
-            delivery.body,
-            delivery.received_at,
-            PENDING,
-            0,
-        )
+        Prepared INSERTs on a pooled DBAPI connection in one short transaction: on SQLite the write
+        lock is held for the shortest possible time."""
+        values = _stored_values(delivery)
         raw = self.engine.raw_connection()
         try:
             if self._sqlite:
@@ -126,6 +132,45 @@ class Ledger:
         finally:
             raw.close()
         return stored
+
+    def _in_ledger(self, delivery_id: str, key: str | None, digest: str | None) -> bool:
+        """Whether the ledger itself holds this delivery id, or this body's digest (the inbox's check)."""
+        raw = self.engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            found = cursor.execute(self._known_id_sql, (delivery_id,)).fetchone() is not None
+            if not found and digest is not None:
+                found = cursor.execute(self._known_digest_sql, (key, digest)).fetchone() is not None
+            cursor.close()
+        finally:
+            raw.close()
+        return found
+
+    def take_inbox(self, limit: int) -> int:
+        """Move up to `limit` of the inbox's oldest deliveries into the ledger (pending, never tried):
+        committed in the ledger first, then forgotten by the inbox. How many it moved."""
+        if self.inbox is None:
+            return 0
+        rows = self.inbox.oldest(limit)
+        if not rows:
+            return 0
+        raw = self.engine.raw_connection()
+        try:
+            begin_write(raw.dbapi_connection)
+            cursor = raw.cursor()
+            cursor.executemany(self._insert_sql, [(*row[1:-2], PENDING, 0) for row in rows])
+            digests = [(row[-2], row[-1], row[1]) for row in rows if row[-1] is not None]
+            if digests:
+                cursor.executemany(self._digest_sql, digests)
+            cursor.close()
+            raw.commit()
+        except BaseException:
+            raw.rollback()
+            raise
+        finally:
+            raw.close()
+        self.inbox.forget(rows[-1][0])
+        return len(rows)
 
     def record_ping(self, hook_id: str, hook_type: str | None, events: Sequence[str], target: str | None) -> None:
         at = now_ms()
@@ -163,11 +208,25 @@ class Ledger:
     def get(self, delivery_id: str) -> Delivery | None:
         with self.engine.connect().execution_options(read_only=True) as conn:
             row = conn.execute(select(deliveries).where(deliveries.c.id == delivery_id)).first()
-        return _delivery(row._mapping) if row is not None else None
+        if row is not None:
+            return _delivery(row._mapping)
+        waiting = self.inbox.find(delivery_id) if self.inbox is not None else None
+        return _delivery(dict(zip(INBOX_COLUMN_NAMES, waiting, strict=True))) if waiting is not None else None
+
+    def accepted_ids(self) -> set[str]:
+        """The id of every delivery stored, in the ledger or its inbox (for checks that nothing is lost)."""
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            found = set(conn.execute(select(deliveries.c.id)).scalars())
+        return found | {delivery_id for _at, delivery_id in self.inbox.ids()} if self.inbox is not None else found
 
     def status_of(self, delivery_id: str) -> str | None:
         with self.engine.connect().execution_options(read_only=True) as conn:
-            return conn.execute(select(deliveries.c.status).where(deliveries.c.id == delivery_id)).scalar_one_or_none()
+            status = conn.execute(
+                select(deliveries.c.status).where(deliveries.c.id == delivery_id)
+            ).scalar_one_or_none()
+        if status is None and self.inbox is not None and self.inbox.find(delivery_id) is not None:
+            return PENDING
+        return status
 
     def counts(self) -> DeliveryCounts:
         with self.engine.connect().execution_options(read_only=True) as conn:
@@ -175,6 +234,8 @@ class Ledger:
                 conn.execute(select(deliveries.c.status, func.count()).group_by(deliveries.c.status)).all()
             )
         processed, failed, pending = (by_status.get(s, 0) for s in (PROCESSED, FAILED, PENDING))
+        if self.inbox is not None:
+            pending += self.inbox.count()
         return DeliveryCounts(processed + failed + pending, processed, failed, pending)
 
     def pending_for(self, full_name: str) -> int:
@@ -185,7 +246,8 @@ class Ledger:
             .where(deliveries.c.status == PENDING, func.lower(deliveries.c.repo) == repository_key(full_name))
         )
         with self.engine.connect().execution_options(read_only=True) as conn:
-            return int(conn.execute(query).scalar_one())
+            pending = int(conn.execute(query).scalar_one())
+        return pending + (self.inbox.count(repository_key(full_name)) if self.inbox is not None else 0)
 
     def ids_with_status(self, status: str, received_before: int | None = None, tried: bool | None = None) -> list[str]:
         """Ids of deliveries in `status`, in arrival order; `tried` keeps only those tried before
@@ -195,8 +257,14 @@ class Ledger:
             query = query.where(deliveries.c.received_at < received_before)
         if tried is not None:
             query = query.where(deliveries.c.attempts > 0 if tried else deliveries.c.attempts == 0)
+        query = query.order_by(deliveries.c.received_at, deliveries.c.id)
+        if self.inbox is not None and status == PENDING and tried is not True:
+            query = query.add_columns(deliveries.c.received_at)
+            with self.engine.connect().execution_options(read_only=True) as conn:
+                found = [(at, delivery_id) for delivery_id, at in conn.execute(query)]
+            return [delivery_id for _at, delivery_id in sorted(found + self.inbox.ids(received_before))]
         with self.engine.connect().execution_options(read_only=True) as conn:
-            return list(conn.execute(query.order_by(deliveries.c.received_at, deliveries.c.id)).scalars())
+            return list(conn.execute(query).scalars())
 
     def fresh_pending(self, limit: int, received_before: int | None = None) -> list[Delivery]:
         """Up to `limit` pending deliveries never tried before, in arrival order: what a drain job
@@ -290,6 +358,23 @@ class Ledger:
                     ).scalars()
                 )
         return reset
+
+
+def _stored_values(delivery: Delivery) -> tuple[Any, ...]:
+    """A new delivery's values in _STORED_COLUMNS order: pending, never tried."""
+    return (
+        delivery.id,
+        delivery.event,
+        delivery.action,
+        delivery.repo,
+        delivery.hook_id,
+        delivery.content_type,
+        json.dumps(delivery.headers, sort_keys=True),
+        delivery.body,
+        delivery.received_at,
+        PENDING,
+        0,
+    )
 
 
 def _delivery(row: Any) -> Delivery:

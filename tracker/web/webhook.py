@@ -93,7 +93,7 @@ def receive() -> Answer:
         received_at=now_ms(),
     )
     # The signature covers the body only: the same body under a new delivery id is a replay.
-    if not app.ledger.store(delivery, digest=hashlib.sha256(document).hexdigest()):
+    if not app.ledger.receive(delivery, digest=hashlib.sha256(document).hexdigest()):
         return {"status": "duplicate", "delivery": delivery_id}, 200
     try:
         app.drain_asker.ask()  # in a web process, from its own thread (tracker.queue.DrainAsker)
