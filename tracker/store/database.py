@@ -202,6 +202,29 @@ def begin_write(dbapi_connection: Any, begin: Callable[[], object] | None = None
         raise
 
 
+def raw_write(engine: Engine, work: Callable[[Any], bool]) -> bool:
+    """Run `work(cursor)` in one write transaction on a pooled DBAPI connection (on SQLite behind the
+    writers' lock: `begin_write`): committed when it answers True, rolled back when it answers False or
+    raises. For the short prepared writes of the ledger and its inbox, without SQLAlchemy's overhead."""
+    raw = engine.raw_connection()
+    try:
+        if engine.dialect.name == "sqlite":
+            begin_write(raw.dbapi_connection)  # the driver autocommits otherwise
+        cursor = raw.cursor()
+        keep = work(cursor)
+        cursor.close()
+        if keep:
+            raw.commit()
+        else:
+            raw.rollback()
+    except BaseException:
+        raw.rollback()
+        raise
+    finally:
+        raw.close()
+    return keep
+
+
 class SchemaError(SettingsError):
     """The database's schema is not this release's and cannot be made so here; the message says what to do."""
 

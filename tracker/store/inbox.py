@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
-from tracker.store.database import begin_write, open_engine
+from tracker.store.database import open_engine, raw_write
 
 # The columns a delivery has in the inbox: the ledger's own (tracker.store.schema.deliveries) that the
 # webhook fills, and its body's digest under its repository's key (tracker.store.schema.delivery_digests).
@@ -103,30 +103,23 @@ class Inbox:
     def add(self, values: Sequence[Any], in_ledger: Callable[[], bool]) -> bool:
         """Store one delivery (`values` in COLUMNS order); False when the inbox has its id or its digest
         already, or `in_ledger()` (asked holding the inbox's lock) says the ledger has."""
-        raw = self.engine.raw_connection()
-        try:
-            dbapi: Any = raw.dbapi_connection  # a WriterConnection (open_engine)
-            if not self._ready:
+        if not self._ready:
+            raw = self.engine.raw_connection()
+            try:
+                dbapi: Any = raw.dbapi_connection  # a WriterConnection (open_engine)
                 dbapi.take_lock()
                 try:
                     self._ensure(dbapi)
                 finally:
                     dbapi.release_lock()
-            begin_write(dbapi)
-            cursor = raw.cursor()
+            finally:
+                raw.close()
+
+        def insert(cursor: Any) -> bool:
             cursor.execute(self._insert_sql, tuple(values))
-            stored = cursor.rowcount == 1 and not in_ledger()
-            cursor.close()
-            if stored:
-                raw.commit()
-            else:
-                raw.rollback()
-        except BaseException:
-            raw.rollback()
-            raise
-        finally:
-            raw.close()
-        return stored
+            return bool(cursor.rowcount == 1) and not in_ledger()
+
+        return raw_write(self.engine, insert)
 
     def oldest(self, limit: int) -> list[tuple[Any, ...]]:
         """Up to `limit` deliveries in arrival order: (seq, *COLUMNS)."""
@@ -134,16 +127,12 @@ class Inbox:
 
     def forget(self, up_to: int) -> None:
         """Delete the deliveries up to `seq` (moved into the ledger)."""
-        raw = self.engine.raw_connection()
-        try:
-            begin_write(raw.dbapi_connection)
-            raw.cursor().execute("DELETE FROM inbox WHERE seq <= ?", (up_to,))
-            raw.commit()
-        except BaseException:
-            raw.rollback()
-            raise
-        finally:
-            raw.close()
+
+        def delete(cursor: Any) -> bool:
+            cursor.execute("DELETE FROM inbox WHERE seq <= ?", (up_to,))
+            return True
+
+        raw_write(self.engine, delete)
 
     def find(self, delivery_id: str) -> tuple[Any, ...] | None:
         rows = self._read(f"SELECT {', '.join(COLUMNS)} FROM inbox WHERE id = ?", (delivery_id,))

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, func, select, update
 
 from tracker.core.repository import repository_key
 from tracker.core.window import iso_utc
-from tracker.store.database import begin_write, insert_ignoring_duplicates
+from tracker.store.database import insert_ignoring_duplicates, raw_write
 from tracker.store.inbox import COLUMNS as INBOX_COLUMN_NAMES
 from tracker.store.inbox import Inbox, inbox_path
 from tracker.store.schema import deliveries, hooks
@@ -84,7 +84,6 @@ class Ledger:
         )
         self._known_id_sql = f"SELECT 1 FROM deliveries WHERE id = {marker}"
         self._known_digest_sql = f"SELECT 1 FROM delivery_digests WHERE repo = {marker} AND digest = {marker}"
-        self._sqlite = engine.dialect.name == "sqlite"
         path = inbox_path(engine)
         self.inbox = Inbox(path) if path is not None else None
         self._receive_into_inbox = inbox and self.inbox is not None
@@ -109,29 +108,16 @@ class Ledger:
         Prepared INSERTs on a pooled DBAPI connection in one short transaction: on SQLite the write
         lock is held for the shortest possible time."""
         values = _stored_values(delivery)
-        raw = self.engine.raw_connection()
-        try:
-            if self._sqlite:
-                begin_write(raw.dbapi_connection)  # the driver autocommits otherwise (database.py)
-            cursor = raw.cursor()
-            stored = True
+
+        def insert(cursor: Any) -> bool:
             if digest is not None:
                 cursor.execute(self._digest_sql, (repository_key(delivery.repo or ""), digest, delivery.id))
-                stored = cursor.rowcount == 1
-            if stored:
-                cursor.execute(self._insert_sql, values)
-                stored = cursor.rowcount == 1
-            cursor.close()
-            if stored:
-                raw.commit()
-            else:
-                raw.rollback()
-        except BaseException:
-            raw.rollback()
-            raise
-        finally:
-            raw.close()
-        return stored
+                if cursor.rowcount != 1:
+                    return False
+            cursor.execute(self._insert_sql, values)
+            return bool(cursor.rowcount == 1)
+
+        return raw_write(self.engine, insert)
 
     def _in_ledger(self, delivery_id: str, key: str | None, digest: str | None) -> bool:
         """Whether the ledger itself holds this delivery id, or this body's digest (the inbox's check)."""
@@ -154,21 +140,15 @@ class Ledger:
         rows = self.inbox.oldest(limit)
         if not rows:
             return 0
-        raw = self.engine.raw_connection()
-        try:
-            begin_write(raw.dbapi_connection)
-            cursor = raw.cursor()
+
+        def insert(cursor: Any) -> bool:
             cursor.executemany(self._insert_sql, [(*row[1:-2], PENDING, 0) for row in rows])
             digests = [(row[-2], row[-1], row[1]) for row in rows if row[-1] is not None]
             if digests:
                 cursor.executemany(self._digest_sql, digests)
-            cursor.close()
-            raw.commit()
-        except BaseException:
-            raw.rollback()
-            raise
-        finally:
-            raw.close()
+            return True
+
+        raw_write(self.engine, insert)
         self.inbox.forget(rows[-1][0])
         return len(rows)
 
