@@ -289,12 +289,11 @@ def worker(settings: Settings, burst: bool, nice: int, queues: tuple[str, ...]) 
     """Process deliveries from the queue (RQ); while Redis is unreachable, wait for it."""
     from tracker.queue import WORKER_REDIS
     from tracker.services import Services
-    from workers.runtime import work
+    from workers.runtime import lower_cpu_priority, work
 
-    if nice:
-        # The webhook must answer within GitHub's 10 s whatever the backlog; the work itself can wait
-        # for a free core (nothing is lost: the ledger holds it).
-        os.nice(nice)
+    # The webhook must answer within GitHub's 10 s whatever the backlog; the work itself can wait for
+    # a free core (nothing is lost: the ledger holds it).
+    lower_cpu_priority(nice)
 
     # The long socket timeout a blocking dequeue needs (tracker.queue.WORKER_REDIS).
     services = Services.from_settings(settings, redis_timeouts=WORKER_REDIS)

@@ -16,6 +16,7 @@ with -v; a job's failure always.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -53,6 +54,33 @@ _FIRST_PAUSE, _LONGEST_PAUSE, _SHORT_ROUND = 1.0, 30.0, 60.0
 
 # The queues a worker may listen on, in the order it takes their jobs.
 QUEUES = (QUEUE_NAME, RECORDS_QUEUE_NAME, GITHUB_QUEUE_NAME)
+
+
+# Linux's autogroup scheduling (kernel.sched_autogroup_enabled, on by default on desktop and many
+# server kernels) first shares the CPU between sessions, then between the processes of a session by
+# their nice values: a worker that `tracker run` starts in a session of its own competed with the web
+# processes, each in its own session, as an equal whatever its nice (measured: a worker at nice 10 took
+# nearly a core while the webhook's answers waited). The session's own nice is in this file.
+AUTOGROUP = "/proc/self/autogroup"
+
+
+def lower_cpu_priority(nice: int, autogroup: str = AUTOGROUP) -> bool:
+    """Lower this process's CPU priority by `nice` (os.nice) and, when it leads a session of its own
+    (as `tracker run` starts it), its session's autogroup to the same nice: on Linux with autogroup
+    scheduling a process's nice counts only against the processes of its own session. True when the
+    autogroup was lowered. A process in someone else's session (a shell's) leaves that session alone."""
+    if nice <= 0:
+        return False
+    os.nice(nice)
+    if os.getsid(0) != os.getpid() or not os.path.exists(autogroup):
+        return False
+    try:
+        with open(autogroup, "w", encoding="ascii") as handle:
+            handle.write(str(nice))
+    except OSError as exc:  # a kernel without autogroup, or a setting it refuses: the plain nice stays
+        log.debug("could not lower this session's autogroup nice: %s", exc)
+        return False
+    return True
 
 
 def install(services: Services | None) -> None:

@@ -8,7 +8,9 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from flask import Flask
@@ -29,7 +31,7 @@ from tracker.store.schema import deliveries
 from tracker.supervisor import parts
 from tracker.web.context import services
 from workers import drain
-from workers.runtime import QUEUES
+from workers.runtime import AUTOGROUP, QUEUES
 from workers.sweep import sweep
 
 
@@ -304,12 +306,31 @@ def test_a_niced_worker_runs_its_jobs_below_the_web_and_tracker_run_nices_its_wo
 ) -> None:
     with app.app_context():
         job = services().records_queue.enqueue(os.nice, 0)  # the job answers its process's niceness
+        # Under autogroup scheduling a nice counts only within its session: the worker, leading its own
+        # session (as `tracker run` starts it), lowers the session's too (workers.runtime.lower_cpu_priority).
+        autogroup = services().records_queue.enqueue(Path(AUTOGROUP).read_text) if Path(AUTOGROUP).exists() else None
     burst_worker(settings, "--nice", "7")
     result = job.latest_result()
     assert result is not None
     assert result.return_value == os.nice(0) + 7
+    if autogroup is not None:
+        said = autogroup.latest_result()
+        assert said is not None and said.return_value.split()[-2:] == ["nice", "7"], said
+        assert Path(AUTOGROUP).read_text() != said.return_value  # another session's, not the test's
     started = [child.args for child in parts("127.0.0.1", 8000, 2, 2, 60.0, 10) if child.name.startswith("worker")]
     assert [args[-3:] for args in started] == [["worker", "--nice", "10"]] * 2
+
+
+@pytest.mark.skipif(not Path(AUTOGROUP).exists(), reason="this kernel schedules without autogroups")
+def test_lowering_priority_touches_the_autogroup_of_a_session_it_leads_only() -> None:
+    said = "from pathlib import Path; from workers.runtime import AUTOGROUP, lower_cpu_priority as lower; "
+    said += "print(lower(5), Path(AUTOGROUP).read_text().split()[-1])"
+    mine = Path(AUTOGROUP).read_text()
+    led = subprocess.run([sys.executable, "-c", said], capture_output=True, text=True, start_new_session=True)
+    assert led.stdout.split() == ["True", "5"], led.stderr
+    joined = subprocess.run([sys.executable, "-c", said], capture_output=True, text=True)
+    assert joined.stdout.split() == ["False", mine.split()[-1]], joined.stderr  # the shell's session is left alone
+    assert Path(AUTOGROUP).read_text() == mine
 
 
 def test_a_worker_told_its_queues_takes_jobs_from_those_only(app: Flask, settings: Settings) -> None:
