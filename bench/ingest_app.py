@@ -34,7 +34,7 @@ def create_bench_app(settings: Settings | None = None) -> Flask:
 
 class BenchServer(WebServer):
     def load(self) -> Any:
-        return create_bench_app(self.settings)
+        return self.serving(create_bench_app(self.settings))  # as `tracker web`: its drain asker started
 
 
 def main() -> None:

@@ -98,7 +98,11 @@ class WebServer(BaseApplication):  # type: ignore[misc]
 
     def load(self) -> Any:
         # Called in each worker after the fork: every process opens its own database and Redis pools.
-        app = create_app(self.settings)
+        return self.serving(create_app(self.settings))
+
+    @staticmethod
+    def serving(app: Any) -> Any:
+        """`app`, made ready to serve in this worker process (a benchmark's app too, as `tracker web`'s)."""
         logs.configure()  # the levels of -v (or TRACKER_VERBOSE) again, over what the app set
         built = installed(app)
         if built is not None:
