@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, bindparam, func, select, tuple_, update
+from sqlalchemy import Connection, Engine, Select, and_, bindparam, func, select, tuple_, update
 
 from tracker.core.classify import Category, ChangedFile, HeadVerdict, Rules, classify_head
 from tracker.store.database import insert_ignoring_duplicates, inserted_keys
@@ -57,6 +57,38 @@ class WantedHead:
     base_sha: str
 
 
+# The fetch path's look-ups name each PR's repository and number on their own as well as the tuples:
+# SQLite searches a primary key by a list of rows only on its first column, so with the tuples alone
+# each fetch job read every head (and every version) of every repository, more with each month kept.
+
+
+def unknown_query(chunk: Sequence[tuple[str, int, str]]) -> Select[Any]:
+    """The stored heads among `chunk` (repo, number, head sha)."""
+    return select(heads.c.repo, heads.c.number, heads.c.head_sha).where(
+        heads.c.repo.in_(sorted({repo for repo, _number, _sha in chunk})),
+        heads.c.number.in_(sorted({number for _repo, number, _sha in chunk})),
+        tuple_(heads.c.repo, heads.c.number, heads.c.head_sha).in_(list(chunk)),
+    )
+
+
+def latest_heads_query(prs: Sequence[tuple[str, int]]) -> Select[Any]:
+    """The head sha of each of `prs` (repo, number) in its latest versions (several at one instant)."""
+    last = (
+        select(pr_versions.c.repo, pr_versions.c.number, func.max(pr_versions.c.at).label("at"))
+        .where(
+            pr_versions.c.repo.in_(sorted({repo for repo, _number in prs})),
+            pr_versions.c.number.in_(sorted({number for _repo, number in prs})),
+            tuple_(pr_versions.c.repo, pr_versions.c.number).in_(list(prs)),
+        )
+        .group_by(pr_versions.c.repo, pr_versions.c.number)
+        .subquery()
+    )
+    return select(pr_versions.c.repo, pr_versions.c.number, pr_versions.c.head_sha).join(
+        last,
+        and_(pr_versions.c.repo == last.c.repo, pr_versions.c.number == last.c.number, pr_versions.c.at == last.c.at),
+    )
+
+
 class HeadStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -70,12 +102,7 @@ class HeadStore:
         found: set[tuple[str, int, str]] = set()
         with self.engine.connect().execution_options(read_only=True) as conn:
             for start in range(0, len(wanted), 500):
-                chunk = list(wanted[start : start + 500])
-                rows = conn.execute(
-                    select(heads.c.repo, heads.c.number, heads.c.head_sha).where(
-                        tuple_(heads.c.repo, heads.c.number, heads.c.head_sha).in_(chunk)
-                    )
-                )
+                rows = conn.execute(unknown_query(wanted[start : start + 500]))
                 found.update((row.repo, row.number, row.head_sha) for row in rows)
         return [head for head in wanted if head not in found]
 
@@ -87,24 +114,7 @@ class HeadStore:
         latest: dict[tuple[str, int], str] = {}
         with self.engine.connect().execution_options(read_only=True) as conn:
             for start in range(0, len(prs), 500):
-                chunk = prs[start : start + 500]
-                last = (
-                    select(pr_versions.c.repo, pr_versions.c.number, func.max(pr_versions.c.at).label("at"))
-                    .where(tuple_(pr_versions.c.repo, pr_versions.c.number).in_(chunk))
-                    .group_by(pr_versions.c.repo, pr_versions.c.number)
-                    .subquery()
-                )
-                rows = conn.execute(
-                    select(pr_versions.c.repo, pr_versions.c.number, pr_versions.c.head_sha).join(
-                        last,
-                        and_(
-                            pr_versions.c.repo == last.c.repo,
-                            pr_versions.c.number == last.c.number,
-                            pr_versions.c.at == last.c.at,
-                        ),
-                    )
-                )
-                for row in rows:
+                for row in conn.execute(latest_heads_query(prs[start : start + 500])):
                     # Two versions at one instant (a delivery and a timeline's) may disagree: either
                     # head then counts as the PR's, and the wanted head is not passed by.
                     key = (row.repo, row.number)

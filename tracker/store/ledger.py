@@ -18,6 +18,7 @@ from tracker.store.inbox import Inbox, inbox_path
 from tracker.store.schema import deliveries, hooks
 
 PENDING, PROCESSED, FAILED = "pending", "processed", "failed"
+STATUSES = (PENDING, PROCESSED, FAILED)  # every status a delivery can have
 
 
 def now_ms() -> int:

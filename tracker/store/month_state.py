@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Engine, and_, bindparam, func, or_, select, tuple_, update
+from sqlalchemy import Connection, Engine, Select, and_, bindparam, func, or_, select, tuple_, update
 
 from tracker.core.attributes import AttributeVersion, version_at
 from tracker.core.classify import HeadVerdict
@@ -286,23 +286,36 @@ def head_details(
     path) in each head's order, and the (number, sha) of those GitHub no longer has."""
     if not heads:
         return [], [], []
-    verdicts = conn.execute(
-        select(head_verdicts).where(
-            head_verdicts.c.repo == repo, tuple_(head_verdicts.c.number, head_verdicts.c.head_sha).in_(heads)
-        )
-    ).all()
-    paths = conn.execute(
+    verdicts, paths, gone = head_details_queries(repo, heads)
+    return conn.execute(verdicts).all(), conn.execute(paths).all(), conn.execute(gone).all()
+
+
+def head_details_queries(repo: str, heads: Sequence[tuple[int, str]]) -> tuple[Select[Any], Select[Any], Select[Any]]:
+    """`head_details`' three SELECTs. Each names the PRs' numbers on their own as well as the (number,
+    sha) pairs: SQLite searches a primary key by a list of rows only on its first column, so with the
+    pairs alone every head of the repository, of every month, was read (and more each month), where
+    `number IN (...)` searches (repo, number) and reads the heads of these PRs only."""
+    numbers = sorted({number for number, _sha in heads})
+    verdicts = select(head_verdicts).where(
+        head_verdicts.c.repo == repo,
+        head_verdicts.c.number.in_(numbers),
+        tuple_(head_verdicts.c.number, head_verdicts.c.head_sha).in_(heads),
+    )
+    paths = (
         select(head_files.c.number, head_files.c.head_sha, head_files.c.path)
-        .where(head_files.c.repo == repo, tuple_(head_files.c.number, head_files.c.head_sha).in_(heads))
-        .order_by(head_files.c.number, head_files.c.head_sha, head_files.c.position)
-    ).all()
-    gone = conn.execute(
-        select(head_table.c.number, head_table.c.head_sha).where(
-            head_table.c.repo == repo,
-            head_table.c.source == UNAVAILABLE,
-            tuple_(head_table.c.number, head_table.c.head_sha).in_(heads),
+        .where(
+            head_files.c.repo == repo,
+            head_files.c.number.in_(numbers),
+            tuple_(head_files.c.number, head_files.c.head_sha).in_(heads),
         )
-    ).all()
+        .order_by(head_files.c.number, head_files.c.head_sha, head_files.c.position)
+    )
+    gone = select(head_table.c.number, head_table.c.head_sha).where(
+        head_table.c.repo == repo,
+        head_table.c.source == UNAVAILABLE,
+        head_table.c.number.in_(numbers),
+        tuple_(head_table.c.number, head_table.c.head_sha).in_(heads),
+    )
     return verdicts, paths, gone
 
 

@@ -13,13 +13,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, Select, func, select
 from sqlalchemy.exc import IntegrityError
 
 from tracker.core.repository import repository_key
 from tracker.core.window import iso_utc
 from tracker.store.database import insert_ignoring_duplicates
-from tracker.store.ledger import now_ms
+from tracker.store.ledger import STATUSES, now_ms
 from tracker.store.schema import deliveries, month_records, publications
 
 # The documents of a record, by (format, language); the JSON is the same in every language.
@@ -148,17 +148,8 @@ class RecordStore:
     def deliveries_since(self, full_name: str, since: int) -> Iterator[tuple[str, str, bytes]]:
         """(delivery id, content type, body) of the repository's pull_request deliveries received
         after `since` (epoch ms), oldest first: what may have arrived after a record."""
-        query = (
-            select(deliveries.c.id, deliveries.c.content_type, deliveries.c.body)
-            .where(
-                deliveries.c.received_at > since,
-                deliveries.c.event == "pull_request",
-                func.lower(deliveries.c.repo) == repository_key(full_name),
-            )
-            .order_by(deliveries.c.received_at, deliveries.c.id)
-        )
         with self.engine.connect().execution_options(read_only=True, stream_results=True, yield_per=500) as conn:
-            for row in conn.execute(query):
+            for row in conn.execute(deliveries_since_query(full_name, since)):
                 yield row.id, row.content_type, bytes(row.body)
 
     # --- publications -------------------------------------------------------------------------
@@ -314,3 +305,19 @@ def content_hash(documents: Sequence[str]) -> str:
         encoded = text.encode("utf-8")
         digest.update(len(encoded).to_bytes(8, "big") + encoded)
     return digest.hexdigest()
+
+
+def deliveries_since_query(full_name: str, since: int) -> Select[Any]:
+    """`RecordStore.deliveries_since`'s SELECT. Every status is named: SQLite then searches the (status,
+    received_at) index for each, where without it every request for a month's records read the whole
+    ledger, bodies and all."""
+    return (
+        select(deliveries.c.id, deliveries.c.content_type, deliveries.c.body)
+        .where(
+            deliveries.c.status.in_(STATUSES),
+            deliveries.c.received_at > since,
+            deliveries.c.event == "pull_request",
+            func.lower(deliveries.c.repo) == repository_key(full_name),
+        )
+        .order_by(deliveries.c.received_at, deliveries.c.id)
+    )
