@@ -291,10 +291,8 @@ def head_details(
 
 
 def head_details_queries(repo: str, heads: Sequence[tuple[int, str]]) -> tuple[Select[Any], Select[Any], Select[Any]]:
-    """`head_details`' three SELECTs. Each names the PRs' numbers on their own as well as the (number,
-    sha) pairs: SQLite searches a primary key by a list of rows only on its first column, so with the
-    pairs alone every head of the repository, of every month, was read (and more each month), where
-    `number IN (...)` searches (repo, number) and reads the heads of these PRs only."""
+    """`head_details`' three SELECTs, each naming the PRs' numbers on their own as well as the pairs, so
+    that SQLite searches (repo, number) (why: tracker.store.heads, above `unknown_query`)."""
     numbers = sorted({number for number, _sha in heads})
     verdicts = select(head_verdicts).where(
         head_verdicts.c.repo == repo,
