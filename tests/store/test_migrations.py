@@ -403,7 +403,7 @@ def test_the_revisions_ship_inside_the_package() -> None:
     folder = Path(migrations.__file__).parent
     assert (folder / "env.py").is_file()
     shipped = {path.name for path in (folder / "versions").glob("*.py")}
-    assert {"0001_initial.py", "0002_http_cache_used_at.py"} <= shipped
+    assert {"0001_initial.py", "0002_http_cache_used_at.py", "0003_month_changes.py"} <= shipped
     pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     data = pyproject["tool"]["setuptools"]["package-data"]["tracker.store.migrations"]
     assert "versions/*.py" in data

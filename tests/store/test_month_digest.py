@@ -123,3 +123,79 @@ def test_the_digest_gives_what_the_database_gives_at_every_cutoff(app: Flask, gi
             assert (display_title.__wrapped__(title), clean_title.__wrapped__(title)) == (display, clean)
         assert all(is_auxiliary.__wrapped__(path) is judged for path, judged in digest.auxiliary.items())
         assert any(digest.auxiliary.values()) and not all(digest.auxiliary.values())
+
+
+def test_a_digest_some_versions_old_is_brought_up_to_date_by_reading_again_only_what_changed(
+    app: Flask, github: Any
+) -> None:
+    """Under a stream of deliveries the month moves on many versions between two warm jobs: a request then
+    reads the month's last digest and the PRs changed since (tracker.store.changes), and folds exactly what
+    the database gives, at every cutoff, with and without the evidence. Deliveries arrive shuffled (late
+    ones for PRs the digest holds, new PRs, redeliveries), head fetches land in between, and versions that
+    change no PR (the narrator's prose) count too; a version whose changes are not recorded makes the
+    request read the month whole."""
+    import random
+
+    from tests.conftest import post, run_jobs
+    from tracker.reports.digests import cached_fold, keep_digest
+    from tracker.store.changes import changes_since
+    from tracker.store.schema import month_changes
+
+    scenario = megatron_month(MONTH, count=24, seed=5)
+    for number, sha, paths in scenario.head_files():
+        github.set_files(REPO, number, sha, paths)
+    deliveries = [(story.number, d) for story in scenario.stories for d in story.deliveries]
+    early = [d for number, d in deliveries if number < scenario.stories[len(scenario.stories) // 2].number]
+    rest = [d for number, d in deliveries if number >= scenario.stories[len(scenario.stories) // 2].number]
+    rest += random.Random(3).sample(early, k=5)  # redelivered: nothing changes
+    late = random.Random(4).sample(early, k=len(early) // 4)  # these arrive after the digest was kept
+    early = [d for d in early if d not in late]
+    rest = late + rest
+    random.Random(5).shuffle(rest)
+    client = app.test_client()
+    for d in early:
+        assert post(client, d.body, d.event, d.delivery_id).status_code == 202
+    run_jobs(app)
+    with app.app_context():
+        s = services()
+        state, redis = s.state, s.require_redis()
+        timezone = s.config.timezone_for(REPO)
+        windows = month_windows(MONTH, timezone)
+        rules = s.config.rules_for(REPO)
+        redis.flushdb()
+        keep_digest(redis, state, s.config, REPO, MONTH, timezone)
+        kept_at = state.month_version(REPO, MONTH)[0]
+
+        def check() -> None:
+            for window in windows:
+                inputs = state.month_inputs(REPO, MONTH, window.end)
+                oracle = build_snapshot(
+                    REPO, window, inputs.timelines, inputs.versions, inputs.verdicts, rules, inputs.unavailable
+                )
+                numbers = {pr.status.number for pr in oracle.pull_requests}
+                paths = {number: files for number, files in inputs.paths.items() if number in numbers}
+                folded = cached_fold(redis, state, s.config, REPO, window)
+                assert folded == (oracle, paths), window.cutoff
+                assert snapshot_json(folded[0]) == snapshot_json(oracle)
+                bare = cached_fold(redis, state, s.config, REPO, window, evidence=False)
+                assert bare is not None
+                assert [replace(pr, evidence={}) for pr in oracle.pull_requests] == list(bare[0].pull_requests)
+                assert bare[0].stats == oracle.stats and bare[1] == paths
+
+        seen = 0
+        for start in range(0, len(rest), 7):
+            for d in rest[start : start + 7]:
+                post(client, d.body, d.event, d.delivery_id)
+            run_jobs(app)  # the batch, then the fetches of the heads it showed: versions of their own
+            if start == 14:
+                state.bump(REPO, MONTH)  # a version that changes no PR
+            check()
+            seen += 1
+        with state.engine.connect() as conn:
+            version, changed = changes_since(conn, "nvidia/megatron-lm", MONTH, kept_at)
+        assert changed is not None and version > kept_at + seen  # batches and fetches: many versions behind
+        assert len(changed) > 12
+        # A version whose changes are unknown (pruned, say): the month is read whole.
+        with state.engine.begin() as conn:
+            conn.execute(delete(month_changes).where(month_changes.c.version == kept_at + 2))
+        assert cached_fold(redis, state, s.config, REPO, windows[-1]) is None

@@ -22,7 +22,7 @@ from tracker.core.timeline import Fact, FactKind
 from tracker.store.heads import PULLS, UNAVAILABLE, HeadStore
 from tracker.store.ledger import PENDING, PROCESSED, Delivery, DeliveryCounts, Ledger
 from tracker.store.month_state import MonthInputs, MonthState
-from tracker.store.schema import DERIVED_TABLES, deliveries, pr_facts
+from tracker.store.schema import DERIVED_TABLES, deliveries, month_changes, pr_facts
 
 REPO = "NVIDIA/Megatron-LM"
 KEY = "nvidia/megatron-lm"
@@ -76,8 +76,18 @@ def renamed(delivery: factory.Delivery, delivery_id: str) -> factory.Delivery:
 
 
 def derived_rows(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
+    """Every derived row; of `month_changes`, a log of which version changed what (versions come in the
+    order deliveries are applied), the PRs each month recorded as changed at all."""
     with engine.connect() as conn:
-        return {table.name: sorted(tuple(row) for row in conn.execute(select(table))) for table in DERIVED_TABLES}
+        found = {table.name: sorted(tuple(row) for row in conn.execute(select(table))) for table in DERIVED_TABLES}
+    found[month_changes.name] = sorted(
+        {
+            (repo, month, number)
+            for repo, month, _version, numbers in found[month_changes.name]
+            for number in json.loads(numbers)
+        }
+    )
+    return found
 
 
 def version(

@@ -18,6 +18,7 @@ import logging
 from datetime import timedelta
 from typing import cast
 
+import orjson
 from redis import Redis
 
 from tracker import __version__
@@ -35,6 +36,8 @@ from tracker.store.month_digest import (
     encode,
     evidence_field,
     fold_encoded,
+    fold_patched,
+    read_changed,
     read_digest,
 )
 from tracker.store.month_state import MonthState
@@ -59,7 +62,23 @@ def month_ends(month: str, timezone: str) -> tuple[int, ...]:
 
 def digest_key(state: MonthState, config: TrackerConfig, full_name: str, month: str, timezone: str) -> str:
     version, generation = state.month_version(full_name, month)
-    fingerprint = hashlib.sha256(
+    return _digest_key(config, full_name, month, timezone, version, generation)
+
+
+def _digest_key(config: TrackerConfig, full_name: str, month: str, timezone: str, version: int, generation: str) -> str:
+    fingerprint = _fingerprint(config, full_name, month, timezone, generation, str(version))
+    return f"tracker:digest:{full_name.lower()}:{month}:{fingerprint}"
+
+
+def _base_key(config: TrackerConfig, full_name: str, month: str, timezone: str, generation: str) -> str:
+    """Where the month's latest digest is named, with its version: a digest of any version of the month
+    under the same generation, time zone, rules and code (tracker.store.changes brings it up to date)."""
+    fingerprint = _fingerprint(config, full_name, month, timezone, generation)
+    return f"tracker:digest-base:{full_name.lower()}:{month}:{fingerprint}"
+
+
+def _fingerprint(config: TrackerConfig, full_name: str, month: str, timezone: str, *parts: str) -> str:
+    return hashlib.sha256(
         "|".join(
             [
                 __version__,
@@ -69,12 +88,10 @@ def digest_key(state: MonthState, config: TrackerConfig, full_name: str, month: 
                 month,
                 timezone,
                 repr(config.rules_for(full_name)),
-                str(version),
-                generation,
+                *parts,
             ]
         ).encode()
     ).hexdigest()
-    return f"tracker:digest:{full_name.lower()}:{month}:{fingerprint}"
 
 
 def keep_digest(
@@ -83,7 +100,8 @@ def keep_digest(
     """Read the month's digest from the database and keep it for the month's current version (the
     version is read first: a change while reading makes the kept digest a key nobody asks for), as a hash
     of one field per cutoff (tracker.store.month_digest.encode)."""
-    key = digest_key(state, config, full_name, month, timezone)
+    version, generation = state.month_version(full_name, month)
+    key = _digest_key(config, full_name, month, timezone, version, generation)
     digest = read_digest(state.engine, full_name, month, month_windows(month, timezone), config.rules_for(full_name))
     prefix = f"tracker:digest:{full_name.lower()}:{month}:"
     stale = [old for old in cache.scan_iter(match=prefix + "*", count=100) if old.decode() != key]
@@ -91,6 +109,10 @@ def keep_digest(
     pipe.delete(key, *stale)
     pipe.hset(key, mapping=encode(digest))  # type: ignore[arg-type]
     pipe.expire(key, DIGEST_SECONDS)
+    # The base of later requests only when it is exactly that version: nothing changed while it was read.
+    if state.month_version(full_name, month) == (version, generation):
+        base = orjson.dumps({"key": key, "version": version})
+        pipe.set(_base_key(config, full_name, month, timezone, generation), base, ex=DIGEST_SECONDS)
     pipe.execute()
     return digest
 
@@ -142,9 +164,61 @@ def cached_fold(
     `MonthDigest.fold_at`."""
     if cache is None:
         return None
+    month, timezone = str(window.month), window.timezone
     try:
-        kept = kept_digest(cache, state, config, full_name, str(window.month), window.timezone)
-        return kept.fold_at(full_name, window, coverage, evidence=evidence)
+        version, generation = state.month_version(full_name, month)
+        kept = KeptDigest(cache, _digest_key(config, full_name, month, timezone, version, generation))
+        folded = kept.fold_at(full_name, window, coverage, evidence=evidence)
+        if folded is None:
+            folded = _patched_fold(cache, state, config, full_name, window, coverage, version, generation, evidence)
+        return folded
     except Exception:  # a cache: Redis away costs the database read, not the request
         log.warning("month digest cache unavailable", exc_info=True)
         return None
+
+
+def _patched_fold(
+    cache: Redis,
+    state: MonthState,
+    config: TrackerConfig,
+    full_name: str,
+    window: Window,
+    coverage: Coverage | None,
+    version: int,
+    generation: str,
+    evidence: bool,
+) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
+    """The month's latest digest (kept at an older version) with the PRs changed since read again
+    (tracker.store.changes): under a stream of deliveries the month changes every few hundred
+    milliseconds while a worker keeps its digest once a minute (workers.warm). None when there is no
+    such digest, or the changes since are not all known."""
+    month, timezone = str(window.month), window.timezone
+    base = cast(bytes | None, cache.get(_base_key(config, full_name, month, timezone, generation)))
+    if base is None:
+        return None
+    named = orjson.loads(base)
+    if named["version"] >= version:
+        return None
+    index = cutoff_index(window)
+    wanted = [str(index), PATHS, AUXILIARY, *([evidence_field(index)] if evidence else [])]
+    values = cast(list[bytes | None], cache.hmget(named["key"], wanted))
+    if values[0] is None:
+        return None
+    changed = read_changed(
+        state.engine, full_name, month, month_windows(month, timezone), config.rules_for(full_name), named["version"]
+    )
+    if changed is None:
+        return None
+    _now, numbers, partial = changed
+    return fold_patched(
+        values[0],
+        values[1],
+        values[2],
+        values[3] if evidence else None,
+        numbers,
+        partial,
+        full_name,
+        window,
+        coverage,
+        with_evidence=evidence,
+    )

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, and_, bindparam, func, select, tuple_, update
+from sqlalchemy import Connection, Engine, Select, and_, bindparam, func, select, tuple_
 
 from tracker.core.classify import Category, ChangedFile, HeadVerdict, Rules, classify_head
+from tracker.store.changes import bump_months
 from tracker.store.database import insert_ignoring_duplicates, inserted_keys
 from tracker.store.ledger import now_ms
-from tracker.store.schema import head_files, head_verdicts, heads, month_activity, months, pr_versions, wanted_heads
+from tracker.store.schema import head_files, head_verdicts, heads, month_activity, pr_versions, wanted_heads
 
 PULLS, COMPARE, UNAVAILABLE = "pulls", "compare", "unavailable"
 
@@ -21,18 +23,9 @@ PULLS, COMPARE, UNAVAILABLE = "pulls", "compare", "unavailable"
 _KNOWN = select(heads.c.head_sha).where(
     heads.c.repo == bindparam("repo"), heads.c.number == bindparam("number"), heads.c.head_sha == bindparam("head_sha")
 )
-# The PR's months now read a new verdict (an UPDATE's parameters must not be named as its columns).
-_BUMP_MONTHS = (
-    update(months)
-    .where(
-        months.c.repo == bindparam("pr_repo"),
-        months.c.month.in_(
-            select(month_activity.c.month).where(
-                month_activity.c.repo == bindparam("pr_repo"), month_activity.c.number == bindparam("pr_number")
-            )
-        ),
-    )
-    .values(version=months.c.version + 1)
+# The months a PR is active in (they read the verdict of its heads).
+_PR_MONTHS = select(month_activity.c.month).where(
+    month_activity.c.repo == bindparam("pr_repo"), month_activity.c.number == bindparam("pr_number")
 )
 
 
@@ -139,7 +132,7 @@ class HeadStore:
 
     def store_many(self, items: Sequence[HeadFiles]) -> int:
         """`store` for several heads in one transaction; how many were not stored before. The months of
-        each PR that gained a head read something new (their versions are bumped once per PR).
+        each PR that gained a head read something new (each is bumped once, tracker.store.changes).
 
         Everything but the writes is done before the transaction: the rows, and each head's verdict
         (classifying 300 files is milliseconds). On SQLite the transaction holds the one write lock
@@ -157,7 +150,11 @@ class HeadStore:
                 insert_ignoring_duplicates(conn, head_verdicts, verdicts)
             prs = sorted({(repo, number) for repo, number, _sha in new})
             if prs:
-                conn.execute(_BUMP_MONTHS, [{"pr_repo": repo, "pr_number": number} for repo, number in prs])
+                touched: dict[tuple[str, str], set[int]] = defaultdict(set)
+                for repo, number in prs:
+                    for month in conn.execute(_PR_MONTHS, {"pr_repo": repo, "pr_number": number}).scalars():
+                        touched[repo, month].add(number)
+                bump_months(conn, touched)
         return len(new)
 
     def missing(self, limit: int = 1000) -> list[WantedHead]:

@@ -12,6 +12,7 @@ from sqlalchemy import Engine, delete, func, select, update
 from tracker.core.history import History
 from tracker.core.repository import repository_key
 from tracker.core.window import iso_utc
+from tracker.store.changes import bump_months
 from tracker.store.database import insert_ignoring_duplicates
 from tracker.store.ledger import now_ms
 from tracker.store.month_state import write_derivations
@@ -238,18 +239,18 @@ class HistoryStore:
         no cached report keeps saying their history is incomplete."""
         if end <= start:
             return
-        row = {"repo": repository_key(full_name), "source": source, "start_at": start, "end_at": end}
+        repo = repository_key(full_name)
+        row = {"repo": repo, "source": source, "start_at": start, "end_at": end}
         with self.engine.begin() as conn:
             if months is not None:
-                conn.execute(
-                    update(month_table)
-                    .where(
+                overlapped = conn.execute(
+                    select(month_table.c.month).where(
                         month_table.c.repo == row["repo"],
                         month_table.c.month >= months[0],
                         month_table.c.month <= months[1],
                     )
-                    .values(version=month_table.c.version + 1)
-                )
+                ).scalars()
+                bump_months(conn, {(repo, month): () for month in overlapped})  # no PR's rows changed
             if not insert_ignoring_duplicates(conn, coverage, [row]):
                 conn.execute(
                     update(coverage)

@@ -27,7 +27,7 @@ from dataclasses import astuple, dataclass, fields
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, select
 
 from tracker.core import memo
 from tracker.core.attributes import AttributeVersion, version_at
@@ -41,6 +41,7 @@ from tracker.core.themes import cleaned_path, is_auxiliary
 from tracker.core.timeline import Activity, Fact, FactKind, PRState, ordered
 from tracker.core.titles import clean_title
 from tracker.core.window import Window
+from tracker.store.changes import changes_since, month_version
 from tracker.store.heads import verdict_from_row
 from tracker.store.month_state import best_facts, head_details, version_candidates, version_from_row
 from tracker.store.schema import month_activity, pr_facts, pr_versions
@@ -182,42 +183,79 @@ def _folded(
 def read_digest(engine: Engine, full_name: str, month: str, windows: Sequence[Window], rules: Rules) -> MonthDigest:
     """The month's snapshot at each of `windows` (the month's, by ascending end), in one read, each PR
     classified by `rules`."""
-    repo = repository_key(full_name)
-    ends = [window.end for window in windows]
     with engine.connect().execution_options(read_only=True) as conn:
-        numbers = list(
-            conn.execute(
-                select(month_activity.c.number).where(month_activity.c.repo == repo, month_activity.c.month == month)
-            ).scalars()
+        rows = _read(conn, repository_key(full_name), month, [window.end for window in windows], None)
+    return _digest(windows, rules, rows)
+
+
+def read_changed(
+    engine: Engine, full_name: str, month: str, windows: Sequence[Window], rules: Rules, since: int
+) -> tuple[int, set[int], MonthDigest] | None:
+    """The month's version now, the PRs its versions after `since` changed, and the digest of those
+    (of them, the ones active in the month), read in one go; None when those changes are not all
+    recorded (tracker.store.changes), or when the month changed again while they were read."""
+    repo = repository_key(full_name)
+    with engine.connect().execution_options(read_only=True) as conn:
+        version, changed = changes_since(conn, repo, month, since)
+        if changed is None:
+            return None
+        rows = _read(conn, repo, month, [window.end for window in windows], changed)
+        # On PostgreSQL each statement sees what was committed before it: a change between them shows
+        # as a newer version, and the month is then read whole.
+        if month_version(conn, repo, month) != version:
+            return None
+    return version, changed, _digest(windows, rules, rows)
+
+
+_Rows = tuple[list[Any], dict[int, list[tuple[int, AttributeVersion]]], list[Any], list[Any], list[Any]]
+
+
+def _read(conn: Connection, repo: str, month: str, ends: list[int], only: set[int] | None) -> _Rows | None:
+    """What a digest folds: the facts, versions at each end, verdicts, paths and unavailable heads of the
+    month's PRs (`only` these of them, when given); None for none."""
+    numbers = list(
+        conn.execute(
+            select(month_activity.c.number).where(month_activity.c.repo == repo, month_activity.c.month == month)
+        ).scalars()
+    )
+    if only is not None:
+        numbers = [number for number in numbers if number in only]
+    if not numbers or not ends:
+        return None
+    fact_rows = conn.execute(
+        select(pr_facts.c.number, pr_facts.c.kind, pr_facts.c.ident, pr_facts.c.at, pr_facts.c.rank).where(
+            pr_facts.c.repo == repo, pr_facts.c.number.in_(numbers)
         )
-        if not numbers or not ends:
-            return MonthDigest(ends, [], [], [], [], [], [], {})
-        fact_rows = conn.execute(
-            select(pr_facts.c.number, pr_facts.c.kind, pr_facts.c.ident, pr_facts.c.at, pr_facts.c.rank).where(
-                pr_facts.c.repo == repo, pr_facts.c.number.in_(numbers)
-            )
-        ).all()
-        # Every version before the last end, and the earliest ones at or after it (which `version_at`
-        # falls back to for a PR with no version before an end).
-        known: dict[int, list[AttributeVersion]] = defaultdict(list)
-        for row in conn.execute(
-            select(pr_versions).where(
-                pr_versions.c.repo == repo, pr_versions.c.number.in_(numbers), pr_versions.c.at < ends[-1]
-            )
-        ):
-            known[row.number].append(version_from_row(row))
-        for number, rows in version_candidates(conn, repo, numbers, ends[-1]).items():
-            known[number].extend(version for version in rows if version.at >= ends[-1])
-        chosen: dict[int, list[tuple[int, AttributeVersion]]] = {}
-        for number, rows in known.items():
-            held: list[tuple[int, AttributeVersion]] = []
-            for index, end in enumerate(ends):
-                version = version_at(rows, end)
-                if version is not None and (not held or held[-1][1] != version):
-                    held.append((index, version))
-            chosen[number] = held
-        heads = sorted({(number, version.head_sha) for number, held in chosen.items() for _, version in held})
-        verdict_rows, path_rows, gone = head_details(conn, repo, heads)
+    ).all()
+    # Every version before the last end, and the earliest ones at or after it (which `version_at`
+    # falls back to for a PR with no version before an end).
+    known: dict[int, list[AttributeVersion]] = defaultdict(list)
+    for row in conn.execute(
+        select(pr_versions).where(
+            pr_versions.c.repo == repo, pr_versions.c.number.in_(numbers), pr_versions.c.at < ends[-1]
+        )
+    ):
+        known[row.number].append(version_from_row(row))
+    for number, rows in version_candidates(conn, repo, numbers, ends[-1]).items():
+        known[number].extend(version for version in rows if version.at >= ends[-1])
+    chosen: dict[int, list[tuple[int, AttributeVersion]]] = {}
+    for number, rows in known.items():
+        held: list[tuple[int, AttributeVersion]] = []
+        for index, end in enumerate(ends):
+            version = version_at(rows, end)
+            if version is not None and (not held or held[-1][1] != version):
+                held.append((index, version))
+        chosen[number] = held
+    heads = sorted({(number, version.head_sha) for number, held in chosen.items() for _, version in held})
+    verdict_rows, path_rows, gone = head_details(conn, repo, heads)
+    return list(fact_rows), chosen, list(verdict_rows), list(path_rows), list(gone)
+
+
+def _digest(windows: Sequence[Window], rules: Rules, rows: _Rows | None) -> MonthDigest:
+    ends = [window.end for window in windows]
+    if rows is None:
+        return MonthDigest(ends, [], [], [], [], [], [], {})
+    fact_rows, chosen, verdict_rows, path_rows, gone = rows
     timelines: dict[int, list[Fact]] = defaultdict(list)
     for number, at, kind in best_facts(fact_rows).values():
         timelines[number].append(Fact(_KINDS[kind], at))
@@ -383,6 +421,51 @@ def fold_encoded(
         window,
         coverage,
     )
+
+
+def fold_patched(
+    cut: bytes | None,
+    path_table: bytes | None,
+    auxiliary: bytes | None,
+    evidence: bytes | None,
+    changed: set[int],
+    partial: MonthDigest,
+    repo: str,
+    window: Window,
+    coverage: Coverage | None = None,
+    *,
+    with_evidence: bool = True,
+) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
+    """`fold_encoded` of an older digest's fields with the PRs of `changed` taken from `partial` (the
+    digest of those PRs as they are now) instead: the snapshot a digest read now would fold. None when a
+    field is missing, of another format or for another window."""
+    index = cutoff_index(window)
+    if cut is None or path_table is None or auxiliary is None or (with_evidence and evidence is None):
+        return None
+    if partial.index_of(window) != index:
+        return None
+    document = orjson.loads(cut)
+    if not isinstance(document, dict) or document.get("format") != FORMAT or document.get("end") != window.end:
+        return None
+    fresh = partial.slice_at(index)
+    table: list[str] = orjson.loads(path_table)
+    shown: list[Any] | None = None
+    offset = 0
+    if with_evidence and evidence is not None:
+        shown = orjson.loads(evidence)
+        offset = len(shown)
+        shown += [orjson.loads(text) for text in fresh.evidence]
+    entries = [item for item in document["pull_requests"] if item[0] not in changed]
+    for number, entry in fresh.pull_requests:
+        moved = [*entry]
+        moved[_EVIDENCE] += offset
+        entries.append([number, moved])
+    entries.sort(key=lambda item: item[0])  # by number, as a digest holds them
+    versions = [item for item in document["versions"] if item[0] not in changed] + fresh.versions
+    paths = [item for item in document["paths"] if item[0] not in changed]
+    paths += [[number, [position + len(table) for position in positions]] for number, positions in fresh.paths]
+    _offer(document["titles"] + fresh.titles, {**orjson.loads(auxiliary), **partial.auxiliary})
+    return _folded(versions, entries, paths, table + partial.path_table, shown, repo, window, coverage)
 
 
 _LABELS = _VERSION_FIELDS.index("labels")

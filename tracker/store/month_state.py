@@ -21,6 +21,7 @@ from tracker.core.classify import HeadVerdict
 from tracker.core.derive import Derivation
 from tracker.core.repository import repository_key
 from tracker.core.timeline import Fact, FactKind
+from tracker.store.changes import bump_months
 from tracker.store.database import insert_ignoring_duplicates, mark_derived_schema
 from tracker.store.heads import UNAVAILABLE, verdict_from_row
 from tracker.store.ledger import PROCESSED, now_ms
@@ -73,11 +74,6 @@ _EXTEND_COVERAGE = (
     update(webhook_coverage)
     .where(webhook_coverage.c.repo == bindparam("key"), webhook_coverage.c.since > bindparam("new_since"))
     .values(since=bindparam("new_since"))
-)
-_BUMP = (
-    update(months)
-    .where(months.c.repo == bindparam("key"), months.c.month == bindparam("the_month"))
-    .values(version=months.c.version + 1)
 )
 
 
@@ -168,7 +164,7 @@ class MonthState:
     def bump(self, full_name: str, month: str) -> None:
         """The month's report reads something new that is not a delivery (the narrator's prose)."""
         with self.engine.begin() as conn:
-            _bump_months(conn, [(repository_key(full_name), month)])
+            bump_months(conn, {(repository_key(full_name), month): ()})
 
     def month_versions(self, full_name: str) -> dict[str, int]:
         with self.engine.connect().execution_options(read_only=True) as conn:
@@ -326,7 +322,7 @@ def write_derivations(conn: Connection, items: Sequence[tuple[str, Derivation]],
     version_rows = []
     activity_rows: dict[tuple[str, str, int], dict[str, object]] = {}
     wanted_rows: dict[tuple[str, int, str], dict[str, object]] = {}
-    touched: set[tuple[str, str]] = set()
+    touched: dict[tuple[str, str], set[int]] = defaultdict(set)
     for delivery_id, d in items:
         names[d.repo] = max(
             names.get(d.repo, (d.version.at, delivery_id, d.full_name)), (d.version.at, delivery_id, d.full_name)
@@ -364,7 +360,8 @@ def write_derivations(conn: Connection, items: Sequence[tuple[str, Derivation]],
         )
         for month in d.activity_months:
             activity_rows[(d.repo, month, d.number)] = {"repo": d.repo, "month": month, "number": d.number}
-        touched.update((d.repo, month) for month in d.touched_months)
+        for month in d.touched_months:
+            touched[d.repo, month].add(d.number)
         if d.wanted_head is not None:
             head_sha, base_sha = d.wanted_head
             wanted_rows[(d.repo, d.number, head_sha)] = {
@@ -380,7 +377,7 @@ def write_derivations(conn: Connection, items: Sequence[tuple[str, Derivation]],
     insert_ignoring_duplicates(conn, month_activity, list(activity_rows.values()))
     insert_ignoring_duplicates(conn, wanted_heads, list(wanted_rows.values()))
     _extend_webhook_coverage(conn, since)
-    _bump_months(conn, sorted(touched))
+    bump_months(conn, touched)
 
 
 def _extend_webhook_coverage(conn: Connection, since: dict[str, int]) -> None:
@@ -398,14 +395,6 @@ def _name_repositories(conn: Connection, names: dict[str, tuple[int, str, str]])
         conn.execute(
             _RENAME, {"key": repo, "new_full_name": full_name, "new_named_at": at, "new_named_by": delivery_id}
         )
-
-
-def _bump_months(conn: Connection, touched: Sequence[tuple[str, str]]) -> None:
-    if not touched:
-        return
-    insert_ignoring_duplicates(conn, months, [{"repo": repo, "month": month, "version": 0} for repo, month in touched])
-    for repo, month in touched:
-        conn.execute(_BUMP, {"key": repo, "the_month": month})
 
 
 def mark_processed(conn: Connection, delivery_ids: Sequence[str]) -> None:

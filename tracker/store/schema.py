@@ -147,6 +147,18 @@ months = Table(
     Column("version", BigInteger, nullable=False),
 )
 
+# Which PRs each version of a month changed: the PR numbers whose rows the transaction that moved the
+# month to `version` wrote (none for the narrator's prose). A request that finds the month's digest a few
+# versions old reads these PRs again instead of the whole month (tracker.reports.digests). The newest
+# CHANGES_KEPT versions of each month are kept (tracker.store.changes).
+month_changes = Table(
+    "month_changes",
+    metadata,
+    Column("repo", String(255), primary_key=True),
+    Column("month", String(7), primary_key=True),
+    Column("version", BigInteger, primary_key=True),
+    Column("numbers", Text, nullable=False),  # JSON list, ascending
+)
 
 # Facts about the ledger itself: `generation` changes with every rebuild, so caches keyed by a
 # month's version never mistake a rebuilt month for the one before.
@@ -349,6 +361,7 @@ DERIVED_TABLES = (
     pr_versions,
     month_activity,
     months,
+    month_changes,
     webhook_coverage,
     wanted_heads,
     head_verdicts,
