@@ -61,10 +61,12 @@ from tracker.reports.cache import rendered_bytes
 from tracker.reports.loading import load_snapshot, resolve, snapshot_json
 from tracker.reports.render import FULL
 from tracker.reports.warm import DOCUMENTS
+from tracker.services import Services
 from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState
 from tracker.store.rebuild import rebuild
 from tracker.store.schema import month_activity, pr_facts, pr_versions
+from workers.drain import process_batch
 
 try:  # derived tables key repositories by a case-folded name (tracker.core.repository.repository_key)
     from tracker.core.repository import repository_key
@@ -161,6 +163,12 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--cold-runs", type=int, default=11, help="runs of each cold and warm figure")
     parser.add_argument(
+        "--changes-per-run",
+        type=int,
+        default=10,
+        help="deliveries applied before each run of the 'changed since' state (the month's latest, held back)",
+    )
+    parser.add_argument(
         "--history-months",
         type=int,
         default=0,
@@ -189,10 +197,19 @@ def main() -> int:
         plans = plan_months(months, args.prs * len(months), args.deliveries * len(months), seed=5)
         started = time.monotonic()
         seen_heads: set[tuple[int, str, str]] = set()
+        generated = []
         for part in stories(plans, processes=2):
             for item in part:
-                ledger.store(ledger_delivery(item))
+                generated.append(item)
                 seen_heads.add((item.number, item.head_sha, item.title))
+        # The month's latest deliveries are held back for the "changed since the warm" state: applied a batch
+        # before each of its runs, as the workers apply a stream after the warm job kept the month's digest.
+        generated.sort(key=lambda item: (item.received_at, item.id))
+        held = 2 * args.cold_runs * len(DOCUMENTS) * args.changes_per_run
+        held_back = [ledger_delivery(item) for item in generated[len(generated) - held :]] if held else []
+        for item in generated[: len(generated) - held]:
+            ledger.store(ledger_delivery(item))
+        del generated
         loaded = time.monotonic() - started
         started = time.monotonic()
         heads_note = "no head files"
@@ -284,6 +301,13 @@ def main() -> int:
                 f"{statistics.median(times) / base:5.1f} × baseline"
             )
         cache = connect_redis(stack.redis_url)
+        services = Services.from_settings(stack.settings)
+
+        def apply_held(batch: list[Any]) -> None:
+            for delivery in batch:
+                ledger.store(delivery)
+            process_batch(services, ledger.fresh_pending(len(batch) + 10))
+
         medians = [median]
         for day in (cutoff, str(month.last_day)):
             request = resolve(state, config, REPO, args.month, day, today=today)
@@ -316,6 +340,17 @@ def main() -> int:
             for _ in range(args.cold_runs):
                 for document in DOCUMENTS:
                     cold[document] += timed_after(partial(serve, document), nothing_cached, 1)
+            # Changed since the warm: a batch of the held-back deliveries applied (by this process, untimed: the
+            # workers' part) before each run, so that the month is some versions past its digest (the digest
+            # patched with the PRs changed since, tracker.store.changes) and the document is not rendered yet;
+            # the groupings the batch did not change stay kept, as in the service.
+            nothing_cached()
+            print(warm_in_a_worker(stack, REPO, args.month))
+            changed: dict[tuple[str, str, str], list[float]] = {document: [] for document in DOCUMENTS}
+            for _ in range(args.cold_runs):
+                for document in DOCUMENTS:
+                    batch, held_back[: args.changes_per_run] = held_back[: args.changes_per_run], []
+                    changed[document] += timed_after(partial(serve, document), partial(apply_held, batch), 1)
             for document in DOCUMENTS:
                 fmt, lang, detail = document
                 size = len(serve(document))
@@ -327,6 +362,7 @@ def main() -> int:
                 for kind, times, goal in (
                     ("nothing kept", cold[document], None),
                     ("workers warmed", warm[document], target if detail == FULL else None),
+                    ("changed since", changed[document], None),
                     ("unchanged", unchanged, UNCHANGED_TARGET_MS),
                 ):
                     verdict = ""

@@ -6,9 +6,11 @@ one key instead of the database and folds nothing (for a month of 1,400 PRs: abo
 A digest is kept under the month's version and the ledger's generation (which every change to the month,
 a head's verdict included, moves on), its time zone (which sets the window ends), the repository's
 classification rules and the code that reads and folds it: a request finds it only when it is exactly
-what the database would give. Otherwise (the
-month changed since the last warm, no worker has warmed it yet, Redis is away) the request reads the
-database as before; nothing waits for a digest.
+what the database would give. When the month changed since the last warm, the request takes the month's
+latest digest (named, with its version, under a key without the version) and reads again only the PRs the
+versions since changed (tracker.store.changes), which it folds in place of theirs. Otherwise (no worker
+has warmed the month yet, a change not recorded, Redis is away) the request reads the database as before;
+nothing waits for a digest.
 """
 
 from __future__ import annotations
