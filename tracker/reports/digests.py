@@ -201,16 +201,12 @@ def _patched_fold(
     named = orjson.loads(base)
     if named["version"] >= version:
         return None
+    changed = read_changed(state.engine, full_name, month, window, config.rules_for(full_name), named["version"])
+    if changed is None:
+        return None
     index = cutoff_index(window)
     wanted = [str(index), PATHS, AUXILIARY, *([evidence_field(index)] if evidence else [])]
     values = cast(list[bytes | None], cache.hmget(named["key"], wanted))
-    if values[0] is None:
-        return None
-    changed = read_changed(
-        state.engine, full_name, month, month_windows(month, timezone), config.rules_for(full_name), named["version"]
-    )
-    if changed is None:
-        return None
     _now, numbers, partial = changed
     return fold_patched(
         values[0],

@@ -184,42 +184,55 @@ def read_digest(engine: Engine, full_name: str, month: str, windows: Sequence[Wi
     """The month's snapshot at each of `windows` (the month's, by ascending end), in one read, each PR
     classified by `rules`."""
     with engine.connect().execution_options(read_only=True) as conn:
-        rows = _read(conn, repository_key(full_name), month, [window.end for window in windows], None)
+        repo = repository_key(full_name)
+        rows = _read(conn, repo, [window.end for window in windows], _active(conn, repo, month))
     return _digest(windows, rules, rows)
 
 
 def read_changed(
-    engine: Engine, full_name: str, month: str, windows: Sequence[Window], rules: Rules, since: int
+    engine: Engine, full_name: str, month: str, window: Window, rules: Rules, since: int
 ) -> tuple[int, set[int], MonthDigest] | None:
-    """The month's version now, the PRs its versions after `since` changed, and the digest of those
-    (of them, the ones active in the month), read in one go; None when those changes are not all
-    recorded (tracker.store.changes), or when the month changed again while they were read."""
+    """The month's version now, the PRs its versions after `since` changed, and the digest at `window`
+    alone of those (of them, the ones active in the month), read in one go; None when those changes are
+    not all recorded (tracker.store.changes), when they are more than MOST_CHANGED of the month's PRs,
+    or when the month changed again while they were read. (A digest of one window folds each PR once; at
+    every cutoff it would fold it three or four times.)"""
     repo = repository_key(full_name)
     with engine.connect().execution_options(read_only=True) as conn:
         version, changed = changes_since(conn, repo, month, since)
         if changed is None:
             return None
-        rows = _read(conn, repo, month, [window.end for window in windows], changed)
+        active = _active(conn, repo, month)
+        numbers = [number for number in active if number in changed]
+        if len(numbers) > len(active) * MOST_CHANGED:
+            return None  # reading most of the month: read it whole (no digest to parse and patch)
+        rows = _read(conn, repo, [window.end], numbers)
         # On PostgreSQL each statement sees what was committed before it: a change between them shows
         # as a newer version, and the month is then read whole.
         if month_version(conn, repo, month) != version:
             return None
-    return version, changed, _digest(windows, rules, rows)
+    return version, changed, _digest([window], rules, rows)
 
+
+# A request patches a digest with the PRs changed since only while they are at most this share of the
+# month's: beyond it, reading the whole month costs about as much and parses no digest.
+MOST_CHANGED = 0.5
 
 _Rows = tuple[list[Any], dict[int, list[tuple[int, AttributeVersion]]], list[Any], list[Any], list[Any]]
 
 
-def _read(conn: Connection, repo: str, month: str, ends: list[int], only: set[int] | None) -> _Rows | None:
-    """What a digest folds: the facts, versions at each end, verdicts, paths and unavailable heads of the
-    month's PRs (`only` these of them, when given); None for none."""
-    numbers = list(
+def _active(conn: Connection, repo: str, month: str) -> list[int]:
+    """The PRs active in the month (the activity index)."""
+    return list(
         conn.execute(
             select(month_activity.c.number).where(month_activity.c.repo == repo, month_activity.c.month == month)
         ).scalars()
     )
-    if only is not None:
-        numbers = [number for number in numbers if number in only]
+
+
+def _read(conn: Connection, repo: str, ends: list[int], numbers: list[int]) -> _Rows | None:
+    """What a digest folds: the facts, versions at each end, verdicts, paths and unavailable heads of
+    `numbers`; None for none."""
     if not numbers or not ends:
         return None
     fact_rows = conn.execute(
@@ -228,16 +241,17 @@ def _read(conn: Connection, repo: str, month: str, ends: list[int], only: set[in
         )
     ).all()
     # Every version before the last end, and the earliest ones at or after it (which `version_at`
-    # falls back to for a PR with no version before an end).
+    # falls back to for a PR with no version before an end); for one end, what month_inputs reads.
     known: dict[int, list[AttributeVersion]] = defaultdict(list)
-    for row in conn.execute(
-        select(pr_versions).where(
-            pr_versions.c.repo == repo, pr_versions.c.number.in_(numbers), pr_versions.c.at < ends[-1]
-        )
-    ):
-        known[row.number].append(version_from_row(row))
+    if len(ends) > 1:
+        for row in conn.execute(
+            select(pr_versions).where(
+                pr_versions.c.repo == repo, pr_versions.c.number.in_(numbers), pr_versions.c.at < ends[-1]
+            )
+        ):
+            known[row.number].append(version_from_row(row))
     for number, rows in version_candidates(conn, repo, numbers, ends[-1]).items():
-        known[number].extend(version for version in rows if version.at >= ends[-1])
+        known[number].extend(version for version in rows if len(ends) == 1 or version.at >= ends[-1])
     chosen: dict[int, list[tuple[int, AttributeVersion]]] = {}
     for number, rows in known.items():
         held: list[tuple[int, AttributeVersion]] = []
@@ -437,17 +451,16 @@ def fold_patched(
     with_evidence: bool = True,
 ) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
     """`fold_encoded` of an older digest's fields with the PRs of `changed` taken from `partial` (the
-    digest of those PRs as they are now) instead: the snapshot a digest read now would fold. None when a
-    field is missing, of another format or for another window."""
-    index = cutoff_index(window)
+    digest of those PRs as they are now, at `window` alone: `read_changed`) instead: the snapshot a digest
+    read now would fold. None when a field is missing, of another format or for another window."""
     if cut is None or path_table is None or auxiliary is None or (with_evidence and evidence is None):
         return None
-    if partial.index_of(window) != index:
+    if partial.ends != [window.end]:
         return None
     document = orjson.loads(cut)
     if not isinstance(document, dict) or document.get("format") != FORMAT or document.get("end") != window.end:
         return None
-    fresh = partial.slice_at(index)
+    fresh = partial.slice_at(0)
     table: list[str] = orjson.loads(path_table)
     shown: list[Any] | None = None
     offset = 0
