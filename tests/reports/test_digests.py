@@ -138,3 +138,52 @@ def test_every_document_read_from_the_digest_is_the_one_the_database_gives(
         from_database = rendered_bytes(built.state, built.config, request, fmt, lang, cache=None, detail=detail)
         assert from_digest == from_database, (fmt, lang, detail)
     assert b'"evidence"' in rendered_bytes(built.state, built.config, request, "json", "en", cache=redis)
+
+
+def test_a_digest_read_while_the_month_moved_on_is_patched_from_where_its_read_began(
+    app: Flask, client: FlaskClient, built: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a stream a big month's read outlasts a few batches: the digest then holds each PR as one of the
+    versions it was read between had it. Later requests read again every PR changed since the read began
+    (here a PR opened and one retitled while it ran), and give what the database gives."""
+    from tracker.reports import digests
+
+    deliver(client, app, 1, "Add a paged KV cache for inference")
+    deliver(client, app, 2, "Speed up the data loader")
+    month = str(this_month())
+    redis = built.require_redis()
+    redis.flushdb()
+    reading = digests.read_digest
+
+    def read_during_a_batch(*args: Any, **kwargs: Any) -> Any:
+        digest = reading(*args, **kwargs)
+        deliver(client, app, 3, "Fuse the MoE router kernels")  # committed while the digest is read
+        return digest
+
+    monkeypatch.setattr(digests, "read_digest", read_during_a_batch)
+    before = built.state.month_version(REPO, month)[0]
+    digests.keep_digest(redis, built.state, built.config, REPO, month, TIMEZONE)
+    monkeypatch.undo()
+    through = built.state.month_version(REPO, month)[0]
+    assert through > before
+    deliver(client, app, 4, "Checkpoint the optimizer state asynchronously")
+    window = month_windows(month, TIMEZONE)[this_month_index()]
+    patched = digests._patched_fold(
+        redis, built.state, built.config, REPO, window, None, *built.state.month_version(REPO, month), True
+    )
+    assert patched is not None  # the base was kept, and used
+    assert titles(at_cutoff(built, None, cache=True)) == titles(at_cutoff(built, None, cache=False))
+    assert len(titles(at_cutoff(built, None, cache=True))) == 4
+    assert at_cutoff(built, None, cache=True) == at_cutoff(built, None, cache=False)
+    # A request at a version older than the end of the read does not use it.
+    generation = built.state.month_version(REPO, month)[1]
+    old = digests._patched_fold(redis, built.state, built.config, REPO, window, None, through - 1, generation, True)
+    assert old is None
+
+
+def this_month_index() -> int:
+    """The position of today's cutoff among the month's (the default cutoff of the month to date)."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    return datetime.now(ZoneInfo(TIMEZONE)).day - 1

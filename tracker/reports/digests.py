@@ -111,9 +111,12 @@ def keep_digest(
     pipe.delete(key, *stale)
     pipe.hset(key, mapping=encode(digest))  # type: ignore[arg-type]
     pipe.expire(key, DIGEST_SECONDS)
-    # The base of later requests only when it is exactly that version: nothing changed while it was read.
-    if state.month_version(full_name, month) == (version, generation):
-        base = orjson.dumps({"key": key, "version": version})
+    # The base of later requests, with the versions it was read between: under a stream the month moves on
+    # while a big month is read, so the digest holds each PR as some version from `version` to `through`
+    # had it. A request at a version from `through` on reads again every PR changed after `version`.
+    through, now = state.month_version(full_name, month)
+    if now == generation:
+        base = orjson.dumps({"key": key, "version": version, "through": through})
         pipe.set(_base_key(config, full_name, month, timezone, generation), base, ex=DIGEST_SECONDS)
     pipe.execute()
     return digest
@@ -199,8 +202,8 @@ def _patched_fold(
     if base is None:
         return None
     named = orjson.loads(base)
-    if named["version"] >= version:
-        return None
+    if named["version"] >= version or named["through"] > version:
+        return None  # not older than the month, or read (in part) after this request's version
     changed = read_changed(state.engine, full_name, month, window, config.rules_for(full_name), named["version"])
     if changed is None:
         return None
