@@ -132,9 +132,7 @@ class KeptDigest:
         self, repo: str, window: Window, coverage: Coverage | None = None, *, evidence: bool = True
     ) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
         """`MonthDigest.fold_at`, or None when the digest does not hold the window (any more)."""
-        index = cutoff_index(window)
-        wanted = [str(index), PATHS, AUXILIARY, *([evidence_field(index)] if evidence else [])]
-        values = cast(list[bytes | None], self.cache.hmget(self.key, wanted))  # a client of bytes
+        values = cutoff_fields(self.cache, self.key, window, evidence)
         return fold_encoded(
             values[0],
             values[1],
@@ -145,6 +143,14 @@ class KeptDigest:
             coverage,
             with_evidence=evidence,
         )
+
+
+def cutoff_fields(cache: Redis, key: str, window: Window, evidence: bool) -> list[bytes | None]:
+    """The fields of the digest at `key` that the window's cutoff reads (`fold_encoded`'s, in its order),
+    in one HMGET: its slice, the path table, the auxiliary paths, and its evidence when wanted."""
+    index = cutoff_index(window)
+    wanted = [str(index), PATHS, AUXILIARY, *([evidence_field(index)] if evidence else [])]
+    return cast(list[bytes | None], cache.hmget(key, wanted))  # a client of bytes
 
 
 def kept_digest(
@@ -207,10 +213,8 @@ def _patched_fold(
     changed = read_changed(state.engine, full_name, month, window, config.rules_for(full_name), named["version"])
     if changed is None:
         return None
-    index = cutoff_index(window)
-    wanted = [str(index), PATHS, AUXILIARY, *([evidence_field(index)] if evidence else [])]
-    values = cast(list[bytes | None], cache.hmget(named["key"], wanted))
-    _now, numbers, partial = changed
+    values = cutoff_fields(cache, named["key"], window, evidence)
+    numbers, partial = changed
     return fold_patched(
         values[0],
         values[1],

@@ -191,8 +191,8 @@ def read_digest(engine: Engine, full_name: str, month: str, windows: Sequence[Wi
 
 def read_changed(
     engine: Engine, full_name: str, month: str, window: Window, rules: Rules, since: int
-) -> tuple[int, set[int], MonthDigest] | None:
-    """The month's version now, the PRs its versions after `since` changed, and the digest at `window`
+) -> tuple[set[int], MonthDigest] | None:
+    """The PRs the month's versions after `since` changed, and the digest at `window`
     alone of those (of them, the ones active in the month), read in one go; None when those changes are
     not all recorded (tracker.store.changes), when they are more than MOST_CHANGED of the month's PRs,
     or when the month changed again while they were read. (A digest of one window folds each PR once; at
@@ -211,7 +211,7 @@ def read_changed(
         # as a newer version, and the month is then read whole.
         if month_version(conn, repo, month) != version:
             return None
-    return version, changed, _digest([window], rules, rows)
+    return changed, _digest([window], rules, rows)
 
 
 # A request patches a digest with the PRs changed since only while they are at most this share of the
@@ -418,11 +418,10 @@ def fold_encoded(
 ) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
     """`MonthDigest.fold_at` from the fields `encode` made for the window's cutoff (`evidence` only when
     `with_evidence`); None when one is missing, of another format or for another window."""
-    if cut is None or path_table is None or auxiliary is None or (with_evidence and evidence is None):
+    found = _cutoff_document(cut, path_table, auxiliary, evidence, window, with_evidence)
+    if found is None:
         return None
-    document = orjson.loads(cut)
-    if not isinstance(document, dict) or document.get("format") != FORMAT or document.get("end") != window.end:
-        return None
+    document, path_table, auxiliary = found
     shown = orjson.loads(evidence) if with_evidence and evidence is not None else None
     _offer(document["titles"], orjson.loads(auxiliary))
     return _folded(
@@ -435,6 +434,24 @@ def fold_encoded(
         window,
         coverage,
     )
+
+
+def _cutoff_document(
+    cut: bytes | None,
+    path_table: bytes | None,
+    auxiliary: bytes | None,
+    evidence: bytes | None,
+    window: Window,
+    with_evidence: bool,
+) -> tuple[dict[str, Any], bytes, bytes] | None:
+    """The cutoff's slice `encode` made, parsed, with the path table and auxiliary fields; None when a
+    field is missing, of another format or for another window."""
+    if cut is None or path_table is None or auxiliary is None or (with_evidence and evidence is None):
+        return None
+    document = orjson.loads(cut)
+    if not isinstance(document, dict) or document.get("format") != FORMAT or document.get("end") != window.end:
+        return None
+    return document, path_table, auxiliary
 
 
 def fold_patched(
@@ -453,13 +470,10 @@ def fold_patched(
     """`fold_encoded` of an older digest's fields with the PRs of `changed` taken from `partial` (the
     digest of those PRs as they are now, at `window` alone: `read_changed`) instead: the snapshot a digest
     read now would fold. None when a field is missing, of another format or for another window."""
-    if cut is None or path_table is None or auxiliary is None or (with_evidence and evidence is None):
+    found = _cutoff_document(cut, path_table, auxiliary, evidence, window, with_evidence)
+    if found is None or partial.ends != [window.end]:
         return None
-    if partial.ends != [window.end]:
-        return None
-    document = orjson.loads(cut)
-    if not isinstance(document, dict) or document.get("format") != FORMAT or document.get("end") != window.end:
-        return None
+    document, path_table, auxiliary = found
     fresh = partial.slice_at(0)
     table: list[str] = orjson.loads(path_table)
     shown: list[Any] | None = None
