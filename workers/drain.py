@@ -42,7 +42,6 @@ from tracker.queue import (
     redis_run,
 )
 from tracker.services import Services
-from tracker.store.database import checkpoint
 from tracker.store.installations import InstallationStore
 from tracker.store.ledger import Delivery
 from workers.runtime import current
@@ -91,7 +90,6 @@ def drain_deliveries() -> str:
             connection.set(DRAIN_WAITING_KEY, 1, ex=DRAIN_WAITING_TTL)  # at work: no other job is needed
             processed += process_batch(services, batch)
             batches += 1
-            checkpoint(services.ledger.engine)  # here, not in a webhook request (tracker.store.database)
             lock.reacquire()
             if time.monotonic() - started > BUDGET_SECONDS:
                 ask_for_drain(services.delivery_queue, force=True)

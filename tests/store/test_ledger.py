@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -15,7 +14,6 @@ from tests import factory
 from tests.conftest import fixture_payload
 from tests.factory import PullRequestStory
 from tests.paths import needs_shared
-from tracker.store.database import checkpoint
 from tracker.store.ledger import FAILED, PENDING, PROCESSED, Delivery, DeliveryCounts, Ledger, now_ms
 from tracker.store.month_state import MonthState
 
@@ -386,28 +384,3 @@ def test_iter_pull_request_deliveries_includes_every_status(ledger: Ledger, engi
 def test_iter_pull_request_deliveries_of_an_empty_ledger(ledger: Ledger) -> None:
     ledger.store(ping_delivery("ping-1", 1_790_000_000_000))
     assert list(ledger.iter_pull_request_deliveries()) == []
-
-
-# --- SQLite's write-ahead log ----------------------------------------------------------------------
-
-
-@needs_shared
-def test_a_checkpoint_moves_the_log_into_the_database_and_commits_leave_it_to_the_drain(
-    ledger: Ledger, engine: Engine
-) -> None:
-    for n in range(1, 21):  # 80 deliveries, about 2 MB of bodies in the log
-        for i, delivery in enumerate(story_deliveries(n)):
-            assert ledger.store(with_id(delivery, f"{n}-{i}"))
-    if engine.dialect.name != "sqlite":
-        checkpoint(engine)  # nothing to do on PostgreSQL, and no error
-        return
-    database = engine.url.database
-    assert database is not None
-    raw = engine.raw_connection()
-    try:
-        assert raw.cursor().execute("PRAGMA wal_autocheckpoint").fetchone() == (10_000,)
-    finally:
-        raw.close()
-    before = os.path.getsize(database)
-    checkpoint(engine)
-    assert os.path.getsize(database) > before + 80 * 20_000  # the bodies are in the database file now

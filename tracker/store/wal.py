@@ -1,0 +1,95 @@
+"""Checkpoints of a SQLite database's write-ahead log, made by a thread of each writing process, off
+every writer's path.
+
+A checkpoint copies the log's pages into the database and waits for the disk twice (fsync). Left to
+SQLite (`PRAGMA wal_autocheckpoint`), it is made by the commit that finds the log past its limit,
+inside that commit: behind the writers' lock (`tracker.store.database.WriterConnection`), so every
+other writer waits for it too. With 40 MB of log that was 60-120 ms, paid every few seconds by a
+webhook request and by the requests of the other web process queued behind its lock: the p99 of the
+webhook's answers at 500 deliveries/s (`bench/service.py`) was that wait.
+
+Here a commit only wakes its process's checkpointer for that database (`after_commit`), which waits
+`CHECKPOINT_AFTER` seconds for more commits, then runs a PASSIVE checkpoint (it takes no writer's
+lock, waits for no reader, and copies only what no reader still needs) on a connection of its own;
+SQLite releases the interpreter's lock meanwhile. A checkpointer left idle for `IDLE_EXIT` seconds
+ends its thread; the next commit starts another. SQLite's own limit stays as a backstop
+(`tracker.store.database`), reached only if the log grows past it between two checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import time
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_AFTER = 0.2  # seconds from a commit to the checkpoint that copies it (and the commits since)
+IDLE_EXIT = 30.0  # seconds without a commit before a checkpointer's thread ends
+_BUSY_TIMEOUT = 5.0  # seconds a checkpoint waits for SQLite's own locks (another checkpoint)
+
+
+class Checkpointer:
+    """The checkpointer of one database file in one process."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.checkpoints = 0  # made by this process's thread (tests and benchmarks read it)
+        self._wake = threading.Event()
+        self._guard = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def poke(self) -> None:
+        """A commit happened: checkpoint within CHECKPOINT_AFTER seconds."""
+        with self._guard:
+            self._wake.set()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=f"wal-checkpoint {self.path}", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while self._wake.wait(IDLE_EXIT) or self._still_wanted():
+            time.sleep(CHECKPOINT_AFTER)  # let more commits come: one checkpoint for them all
+            self._wake.clear()
+            self.checkpoint()
+
+    def _still_wanted(self) -> bool:
+        """After IDLE_EXIT seconds without a commit: end the thread, unless a commit came meanwhile."""
+        with self._guard:
+            if self._wake.is_set():
+                return True
+            self._thread = None
+            return False
+
+    def checkpoint(self) -> None:
+        try:
+            # mode=rw: a database removed meanwhile is not made again, empty, by this connection
+            connection = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True, timeout=_BUSY_TIMEOUT)
+            try:
+                connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            finally:
+                connection.close()
+            self.checkpoints += 1
+        except sqlite3.Error as exc:  # a busy or vanished database: the next commit asks again
+            log.debug("could not checkpoint %s: %s", self.path, exc)
+
+
+_checkpointers: dict[tuple[int, str], Checkpointer] = {}
+_registry_guard = threading.Lock()
+
+
+def checkpointer(path: str) -> Checkpointer:
+    """This process's checkpointer of `path` (a forked child gets its own: threads do not survive a fork)."""
+    key = (os.getpid(), path)
+    found = _checkpointers.get(key)
+    if found is None:
+        with _registry_guard:
+            found = _checkpointers.setdefault(key, Checkpointer(path))
+    return found
+
+
+def after_commit(path: str) -> None:
+    """What a write transaction's commit on `path` calls."""
+    checkpointer(path).poke()
