@@ -62,7 +62,7 @@ def test_commits_leave_the_checkpoint_to_their_process_thread(
     assert os.path.getsize(path) == before  # no commit copied the log into the database
     keeper = wal.checkpointer(str(path))
     assert wait_until(lambda: os.path.getsize(path) > before + 80 * len(BLOB))  # the thread did
-    assert keeper.checkpoints >= 1
+    assert wait_until(lambda: keeper.checkpoints >= 1)  # (counted once its connection is closed)
 
 
 def test_sqlites_own_checkpoint_is_only_the_backstop(database: tuple[Engine, Path]) -> None:
@@ -101,7 +101,8 @@ def _child_writes(url: str, first: int) -> None:
     write_rows(engine, first, 40)
     # This process's own checkpointer (a forked child has no thread of its parent's) copies them.
     keeper = wal.checkpointer(engine.url.database or "")
-    if not wait_until(lambda: keeper.checkpoints > 0):
+    # Checkpointed, and idle since (IDLE_EXIT): the last checkpoint came after the last commit.
+    if not wait_until(lambda: keeper.checkpoints > 0 and keeper._thread is None):
         raise SystemExit(3)
     engine.dispose()
 
@@ -111,6 +112,7 @@ def test_each_writing_process_checkpoints_what_it_committed(
 ) -> None:
     engine, path = database
     monkeypatch.setattr(wal, "CHECKPOINT_AFTER", 0.01)
+    monkeypatch.setattr(wal, "IDLE_EXIT", 0.2)
     write_rows(engine, 1, 5)  # the parent's checkpointer exists (and has a thread) before the fork
     assert wait_until(lambda: wal.checkpointer(str(path)).checkpoints >= 1)
     before = os.path.getsize(path)

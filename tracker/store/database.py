@@ -61,17 +61,10 @@ _SQLITE_AUTOCHECKPOINT_PAGES = 10_000
 
 
 def checkpoint(engine: Engine) -> None:
-    """Copy what SQLite's write-ahead log holds into the database, as far as no reader still needs it
-    (PASSIVE: it waits for no one); nothing on PostgreSQL."""
-    if engine.dialect.name != "sqlite":
-        return
-    raw = engine.raw_connection()  # outside any transaction: SQLite checkpoints only there
-    try:
-        cursor = raw.cursor()
-        cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        cursor.close()
-    finally:
-        raw.close()
+    """Copy what SQLite's write-ahead log holds into the database now, as this process's checkpointer
+    does after its commits (tracker.store.wal); nothing on PostgreSQL."""
+    if engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:"):
+        wal.checkpointer(str(engine.url.database)).checkpoint()
 
 
 def _sqlite_engine(url: str) -> Engine:

@@ -23,6 +23,7 @@ import os
 import sqlite3
 import threading
 import time
+from urllib.parse import quote
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,8 @@ class Checkpointer:
     def checkpoint(self) -> None:
         try:
             # mode=rw: a database removed meanwhile is not made again, empty, by this connection
-            connection = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True, timeout=_BUSY_TIMEOUT)
+            uri = f"file:{quote(self.path)}?mode=rw"  # quoted: a '?' or '#' in a path is no URI syntax
+            connection = sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT)
             try:
                 connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             finally:
