@@ -14,8 +14,9 @@ import logging
 import re
 import secrets
 import threading
+import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,7 @@ class _QuietHandler(WSGIRequestHandler):
 class FakeAppGitHub:
     """GitHub as a GitHub App sees it. `installed` maps repository keys to installation ids."""
 
-    def __init__(self, public_key: rsa.RSAPublicKey, clock: Clock) -> None:
+    def __init__(self, public_key: rsa.RSAPublicKey, clock: Callable[[], float]) -> None:
         self.public_key = public_key
         self.clock = clock
         self.installed: dict[str, int] = {}
@@ -438,6 +439,9 @@ def test_an_installation_named_by_a_webhook_is_recorded_and_then_used(
     payload = fixture_payload("pull_request.converted_to_draft.with-installation.json")
     full_name, installation = payload["repository"]["full_name"], payload["installation"]["id"]
     fake.installed["codertocat/hello-world"] = installation
+    # The app here mints its JWT on the real clock, so the fake must judge it on the real clock too;
+    # its frozen test clock falls more than the JWT's 60 s backdate behind on a busy machine.
+    fake.clock = time.time
     settings = app_settings(tmp_path, fake, pem, redis_url)
     with running_app(settings) as app:
         response = post(app.test_client(), payload, "pull_request", "app-delivery-1")
