@@ -101,6 +101,7 @@ TRACKER_ENVIRONMENT = (
     "TRACKER_HTTP_CACHE_RETENTION_DAYS",
     "TRACKER_RUN_RETENTION_DAYS",
     "TRACKER_LOG_FORMAT",
+    "TRACKER_INBOX",
     "PROMETHEUS_MULTIPROC_DIR",  # prometheus-client's own: a developer's must not reach the tests
 )
 

@@ -47,9 +47,18 @@ def test_defaults() -> None:
     assert settings.config_path is None
     assert settings.timezone == "Asia/Shanghai"
     assert settings.github_api_url == "https://api.github.com"
+    assert settings.inbox is True  # on SQLite the webhook writes to the ledger's inbox
     # A per-user data directory, the same whatever the working directory (platformdirs).
     assert settings.data_dir == Path(user_data_dir("monthly-activity-tracker"))
     assert settings.data_dir.is_absolute()
+
+
+@pytest.mark.parametrize(("value", "expected"), [("0", False), ("false", False), ("1", True)])
+def test_the_inbox_is_turned_off_by_the_environment(
+    monkeypatch: pytest.MonkeyPatch, value: str, expected: bool
+) -> None:
+    monkeypatch.setenv("TRACKER_INBOX", value)
+    assert load_settings().inbox is expected
 
 
 def test_default_database_is_sqlite_in_the_data_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -57,9 +57,9 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir, validation_alias=_env("TRACKER_DATA_DIR"))
     # Not in the repr: either URL may hold a password.
     database_url: str | None = Field(None, validation_alias=_env("TRACKER_DATABASE_URL"), repr=False)
-    # SQLite only: the webhook writes to the ledger's inbox, a file of its own (tracker.store.inbox). Off
-    # by default until the whole test suite runs with it (the README's Benchmarks say what it changes).
-    inbox: bool = Field(False, validation_alias=_env("TRACKER_INBOX"))
+    # SQLite only: the webhook writes to the ledger's inbox, a file of its own (tracker.store.inbox), so
+    # that a 202 never waits behind the workers' transactions (the README's Benchmarks, 2026-12-04).
+    inbox: bool = Field(True, validation_alias=_env("TRACKER_INBOX"))
     redis_url: str | None = Field(None, validation_alias=_env("REDIS_URL"), repr=False)
     github_token: SecretStr | None = Field(None, validation_alias=_env("GITHUB_TOKEN"))
     github_api_url: str = Field("https://api.github.com", validation_alias=_env("GITHUB_API_URL"))
