@@ -270,6 +270,12 @@ def show_head_to_github(body: bytes) -> None:
         pass  # a malformed body: the webhook refuses it anyway
 
 
+def stored_count(app: Flask) -> int:
+    """Deliveries stored, in the ledger or (SQLite) the webhook's inbox, which the drain has yet to move."""
+    with app.app_context():
+        return len(services().ledger.accepted_ids())
+
+
 def run_jobs(app: Flask) -> None:
     """Run every queued job in this process, deliveries first (RQ's own tests do the same)."""
     with app.app_context():

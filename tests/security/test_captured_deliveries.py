@@ -15,18 +15,12 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.conftest import fixture_payload, post, run_jobs, signed_headers
+from tests.conftest import fixture_payload, post, run_jobs, signed_headers, stored_count
 from tests.paths import needs_shared
 from tracker.web.context import MAX_BODY_BYTES, services
 from tracker.web.signature import sign
 
 pytestmark = needs_shared
-
-
-def stored(app: Flask) -> int:
-    """Deliveries stored, in the ledger or (SQLite) the webhook's inbox, which the drain has yet to move."""
-    with app.app_context():
-        return len(services().ledger.accepted_ids())
 
 
 def queued(app: Flask) -> int:
@@ -41,7 +35,7 @@ def test_a_captured_delivery_replayed_under_new_ids_is_stored_once(app: Flask, c
         again = post(client, payload, "pull_request", f"replay-{n}")
         assert again.status_code == 200, again.json
         assert again.json == {"status": "duplicate", "delivery": f"replay-{n}"}
-    assert stored(app) == 1
+    assert stored_count(app) == 1
     assert queued(app) == 1
     run_jobs(app)
     with app.app_context():
@@ -52,7 +46,7 @@ def test_a_captured_delivery_replayed_under_new_ids_is_stored_once(app: Flask, c
     with app.app_context():
         # Nothing was stored, so no month was touched and every cached report stays valid.
         assert services().state.month_versions("Codertocat/Hello-World") == versions
-    assert stored(app) == 1
+    assert stored_count(app) == 1
 
 
 def test_the_same_body_form_encoded_is_a_replay_too(app: Flask, client: FlaskClient) -> None:
@@ -63,7 +57,7 @@ def test_the_same_body_form_encoded_is_a_replay_too(app: Flask, client: FlaskCli
     headers["Content-Type"] = "application/x-www-form-urlencoded"
     answer = client.post("/webhook", data=form, headers=headers)
     assert answer.status_code == 200 and answer.json["status"] == "duplicate"
-    assert stored(app) == 1
+    assert stored_count(app) == 1
 
 
 def test_a_changed_body_is_news(app: Flask, client: FlaskClient) -> None:
@@ -72,7 +66,7 @@ def test_a_changed_body_is_news(app: Flask, client: FlaskClient) -> None:
     edited = copy.deepcopy(payload)
     edited["pull_request"]["title"] = "A new title"
     assert post(client, edited, "pull_request", "second").status_code == 202
-    assert stored(app) == 2
+    assert stored_count(app) == 2
 
 
 def test_the_same_body_of_another_repository_is_not_a_replay(app: Flask, client: FlaskClient) -> None:
@@ -81,7 +75,7 @@ def test_the_same_body_of_another_repository_is_not_a_replay(app: Flask, client:
     other["repository"]["full_name"] = "octo-org/other"
     assert post(client, payload, "pull_request", "one").status_code == 202
     assert post(client, other, "pull_request", "two").status_code == 202
-    assert stored(app) == 2
+    assert stored_count(app) == 2
 
 
 HOSTILE_NAMES = [
@@ -107,7 +101,7 @@ def test_a_repository_name_github_could_not_have_given_is_422(app: Flask, client
     assert answer.status_code == 422
     assert "repository.full_name" in answer.json["error"]
     assert "owner/name" in answer.json["error"]
-    assert stored(app) == 0 and queued(app) == 0
+    assert stored_count(app) == 0 and queued(app) == 0
 
 
 @pytest.mark.parametrize("name", ["Codertocat/Hello-World", "a/b", "NVIDIA/Megatron-LM", "o-1/.github", "x/a_b.c-d"])
@@ -148,7 +142,7 @@ def test_a_body_the_worker_could_not_parse_is_refused_at_the_door(
     answer = post(client, edited(path, value), "pull_request", "unparseable")
     assert answer.status_code == 422, answer.json
     assert answer.json["error"].startswith(f"the pull_request body lacks what the tracker needs: {path}")
-    assert stored(app) == 0 and queued(app) == 0
+    assert stored_count(app) == 0 and queued(app) == 0
 
 
 def test_a_body_of_exactly_25_mb_is_accepted(app: Flask, client: FlaskClient) -> None:
@@ -160,7 +154,7 @@ def test_a_body_of_exactly_25_mb_is_accepted(app: Flask, client: FlaskClient) ->
     over = body + b" "
     answer = client.post("/webhook", data=over, headers=signed_headers(over, "pull_request", "over-25-mb"))
     assert answer.status_code == 413
-    assert stored(app) == 1
+    assert stored_count(app) == 1
 
 
 @pytest.mark.parametrize("path", ["/", "/healthz", "/api/v1/status", "/reports/a/b/2026-09.md", "/nowhere"])

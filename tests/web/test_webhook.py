@@ -18,6 +18,7 @@ from tests.conftest import (
     run_jobs,
     show_head_to_github,
     signed_headers,
+    stored_count,
 )
 from tests.paths import needs_shared
 from tracker.store.schema import hooks
@@ -27,12 +28,6 @@ from tracker.web.signature import sign
 pytestmark = needs_shared
 
 PR_FIXTURES = sorted(WEBHOOKS.glob("pull_request.*.json")) + sorted((WEBHOOKS / "ghes-3.5").glob("*.json"))
-
-
-def stored_count(app: Flask) -> int:
-    """Deliveries stored, in the ledger or (SQLite) the webhook's inbox, which the drain has yet to move."""
-    with app.app_context():
-        return len(services().ledger.accepted_ids())
 
 
 def queued(app: Flask) -> int:
