@@ -18,8 +18,10 @@ Figures, each with its ratio to the baseline:
     every cutoff; the rendered documents of the measured cutoff are deleted before each run and everything
     this process remembers of PRs forgotten (`forget_memos`: a web process that never rendered the month),
     so each run reads the cutoff's part of the digest, builds the report and renders it;
-  - nothing kept: Redis flushed and the process's groupings forgotten (no workers ever ran): the SQL
-    reads and the clustering into themes are paid;
+  - nothing kept: Redis flushed and the process's groupings and windows forgotten (no workers ever ran):
+    the SQL reads and the clustering into themes are paid;
+  - changed since: a batch of deliveries (--changes-per-run) applied before each run, the process holding
+    the windows it answered before (a polled web process);
   - unchanged: from the render cache.
 
 Baseline, same run: the month's raw pr_facts rows (facts of the repository inside the month's
@@ -58,6 +60,7 @@ from tracker.core.snapshot import build_snapshot
 from tracker.core.window import Month, month_window
 from tracker.queue import connect_redis
 from tracker.reports.cache import rendered_bytes
+from tracker.reports.digests import forget_held
 from tracker.reports.loading import load_snapshot, resolve, snapshot_json
 from tracker.reports.render import FULL
 from tracker.reports.warm import DOCUMENTS
@@ -92,6 +95,7 @@ def forget_memos() -> None:
     entries or more in tracker.core and tracker.reports), as in a web process that never rendered the month
     (the warm job ran in a worker). Configuration memos (templates, a taxonomy's patterns) are kept."""
     clusters.forget()
+    forget_held()  # the windows of the month this process read (tracker.reports.digests)
     for name, module in list(sys.modules.items()):
         if not name.startswith(("tracker.core.", "tracker.reports.")):
             continue
@@ -343,7 +347,9 @@ def main() -> int:
             # Changed since the warm: a batch of the held-back deliveries applied (by this process, untimed: the
             # workers' part) before each run, so that the month is some versions past its digest (the digest
             # patched with the PRs changed since, tracker.store.changes) and the document is not rendered yet;
-            # the groupings the batch did not change stay kept, as in the service.
+            # the groupings the batch did not change stay kept, and this process holds the windows it answered
+            # (tracker.reports.digests: it reads again the PRs changed since its last run), as a web process
+            # that a page polls.
             nothing_cached()
             print(warm_in_a_worker(stack, REPO, args.month))
             changed: dict[tuple[str, str, str], list[float]] = {document: [] for document in DOCUMENTS}

@@ -28,6 +28,7 @@ from sqlalchemy import Engine, create_engine
 from tests.paths import FIXTURES, MEGATRON, SHARED, WEBHOOKS  # noqa: F401  (re-exported for tests)
 from tracker.embedded_redis import EmbeddedRedis
 from tracker.queue import connect_redis, github_queue
+from tracker.reports.digests import forget_held
 from tracker.settings import Settings, load_settings
 from tracker.store.database import connect
 from tracker.store.schema import metadata
@@ -104,6 +105,13 @@ TRACKER_ENVIRONMENT = (
     "TRACKER_INBOX",
     "PROMETHEUS_MULTIPROC_DIR",  # prometheus-client's own: a developer's must not reach the tests
 )
+
+
+@pytest.fixture(autouse=True)
+def no_held_windows() -> None:
+    """Each test starts as a process that never read a month's window (tracker.reports.digests holds them,
+    by engine: a test's ledger is never another's anyway)."""
+    forget_held()
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from tracker.core.groups import display_title  # noqa: E402
 from tracker.core.snapshot import build_snapshot  # noqa: E402
 from tracker.core.themes import is_auxiliary  # noqa: E402
 from tracker.core.titles import clean_title  # noqa: E402
+from tracker.reports import digests  # noqa: E402
 from tracker.reports.digests import month_windows  # noqa: E402
 from tracker.reports.loading import snapshot_json  # noqa: E402
 from tracker.store.heads import UNAVAILABLE  # noqa: E402
@@ -126,7 +127,7 @@ def test_the_digest_gives_what_the_database_gives_at_every_cutoff(app: Flask, gi
 
 
 def test_a_digest_some_versions_old_is_brought_up_to_date_by_reading_again_only_what_changed(
-    app: Flask, github: Any
+    app: Flask, github: Any, monkeypatch: Any
 ) -> None:
     """Under a stream of deliveries the month moves on many versions between two warm jobs: a request then
     reads the month's last digest and the PRs changed since (tracker.store.changes), and folds exactly what
@@ -137,7 +138,7 @@ def test_a_digest_some_versions_old_is_brought_up_to_date_by_reading_again_only_
     import random
 
     from tests.conftest import post, run_jobs
-    from tracker.reports.digests import cached_fold, keep_digest
+    from tracker.reports.digests import cached_fold, forget_held, keep_digest
     from tracker.store.changes import changes_since
     from tracker.store.month_digest import MOST_CHANGED
     from tracker.store.schema import month_activity, month_changes
@@ -155,43 +156,29 @@ def test_a_digest_some_versions_old_is_brought_up_to_date_by_reading_again_only_
     rest = late + rest
     random.Random(5).shuffle(rest)
     client = app.test_client()
-    for d in early:
-        assert post(client, d.body, d.event, d.delivery_id).status_code == 202
-    run_jobs(app)
+    kept_at = kept_after(app, early)
     with app.app_context():
         s = services()
-        state, redis = s.state, s.require_redis()
-        timezone = s.config.timezone_for(REPO)
+        state, redis, timezone = s.state, s.require_redis(), s.config.timezone_for(REPO)
         windows = month_windows(MONTH, timezone)
-        rules = s.config.rules_for(REPO)
-        redis.flushdb()
-        keep_digest(redis, state, s.config, REPO, MONTH, timezone)
-        kept_at = state.month_version(REPO, MONTH)[0]
+
+        wholes = whole_reads(monkeypatch)
 
         def check() -> bool:
-            """Whether the request patched the digest (else it reads the month whole: None here)."""
+            """Whether the requests patched the digest (else each read its window whole), as a process that
+            holds none of the month's windows (see the next test for one that does)."""
+            forget_held()
             with state.engine.connect() as conn:
                 changed = changes_since(conn, "nvidia/megatron-lm", MONTH, kept_at)[1]
                 active = conn.execute(select(month_activity.c.number).where(month_activity.c.month == MONTH)).all()
             assert changed is not None
-            if len(changed & {number for (number,) in active}) > len(active) * MOST_CHANGED:
-                assert cached_fold(redis, state, s.config, REPO, windows[-1]) is None
-                return False
+            patched = len(changed & {number for (number,) in active}) <= len(active) * MOST_CHANGED
+            wholes.clear()
             for window in windows:
-                inputs = state.month_inputs(REPO, MONTH, window.end)
-                oracle = build_snapshot(
-                    REPO, window, inputs.timelines, inputs.versions, inputs.verdicts, rules, inputs.unavailable
-                )
-                numbers = {pr.status.number for pr in oracle.pull_requests}
-                paths = {number: files for number, files in inputs.paths.items() if number in numbers}
-                folded = cached_fold(redis, state, s.config, REPO, window)
-                assert folded == (oracle, paths), window.cutoff
-                assert snapshot_json(folded[0]) == snapshot_json(oracle)
-                bare = cached_fold(redis, state, s.config, REPO, window, evidence=False)
-                assert bare is not None
-                assert [replace(pr, evidence={}) for pr in oracle.pull_requests] == list(bare[0].pull_requests)
-                assert bare[0].stats == oracle.stats and bare[1] == paths
-            return True
+                for evidence in (True, False):
+                    assert_folds_as_the_database(s, window, evidence)
+            assert len(wholes) == (0 if patched else 2 * len(windows))
+            return patched
 
         seen = patched = 0
         for start in range(0, len(rest), 7):
@@ -209,6 +196,142 @@ def test_a_digest_some_versions_old_is_brought_up_to_date_by_reading_again_only_
         # A version whose changes are unknown (pruned, say): the month is read whole.
         with state.engine.begin() as conn:
             conn.execute(delete(month_changes).where(month_changes.c.version == kept_at + 2))
-        assert cached_fold(redis, state, s.config, REPO, windows[-1]) is None
+        forget_held()
+        version, generation = state.month_version(REPO, MONTH)
+        assert digests._patched_fold(redis, state, s.config, REPO, windows[-1], None, version, generation, True) is None
+        wholes.clear()
+        check_window = cached_fold(redis, state, s.config, REPO, windows[-1])
+        assert check_window is not None and len(wholes) == 1
         keep_digest(redis, state, s.config, REPO, MONTH, timezone)  # the next warm
-        assert cached_fold(redis, state, s.config, REPO, windows[-1]) is not None
+        forget_held()
+        assert cached_fold(redis, state, s.config, REPO, windows[-1]) == check_window
+        assert len(wholes) == 1  # from the digest
+
+
+def kept_after(app: Flask, early: list[Any]) -> int:
+    """The `early` deliveries through the webhook and the jobs, then Redis emptied and the month's digest
+    kept, as the warm job keeps it; the month's version it is as of."""
+    from tests.conftest import post, run_jobs
+    from tracker.reports.digests import keep_digest
+
+    client = app.test_client()
+    for d in early:
+        assert post(client, d.body, d.event, d.delivery_id).status_code == 202
+    run_jobs(app)
+    with app.app_context():
+        s = services()
+        redis = s.require_redis()
+        redis.flushdb()
+        keep_digest(redis, s.state, s.config, REPO, MONTH, s.config.timezone_for(REPO))
+        version: int = s.state.month_version(REPO, MONTH)[0]
+    return version
+
+
+def assert_folds_as_the_database(s: Any, window: Any, evidence: bool) -> None:
+    """`cached_fold` at `window` (`evidence` or not) is what `build_snapshot` makes of what
+    `MonthState.month_inputs` reads (the oracle), with the changed paths of the head each PR has then."""
+    from tracker.reports.digests import cached_fold
+
+    inputs = s.state.month_inputs(REPO, MONTH, window.end)
+    oracle = build_snapshot(
+        REPO, window, inputs.timelines, inputs.versions, inputs.verdicts, s.config.rules_for(REPO), inputs.unavailable
+    )
+    numbers = {pr.status.number for pr in oracle.pull_requests}
+    paths = {number: files for number, files in inputs.paths.items() if number in numbers}
+    folded = cached_fold(s.require_redis(), s.state, s.config, REPO, window, evidence=evidence)
+    assert folded is not None
+    if evidence:
+        assert folded == (oracle, paths), window.cutoff
+        assert snapshot_json(folded[0]) == snapshot_json(oracle)
+    else:
+        assert [replace(pr, evidence={}) for pr in oracle.pull_requests] == list(folded[0].pull_requests)
+        assert folded[0].stats == oracle.stats and folded[1] == paths
+
+
+def whole_reads(monkeypatch: Any) -> list[int]:
+    """The windows read whole from the database from now on (tracker.store.month_digest.read_window)."""
+    reads: list[int] = []
+    reading = digests.read_window
+
+    def recorded(*args: Any) -> Any:
+        reads.append(args[3].end)
+        return reading(*args)
+
+    monkeypatch.setattr(digests, "read_window", recorded)
+    return reads
+
+
+def test_a_process_that_holds_a_window_reads_again_only_the_prs_changed_since_its_last_request(
+    app: Flask, github: Any, monkeypatch: Any
+) -> None:
+    """A web process polled under a stream holds each window it answered (tracker.reports.digests): the next
+    request reads again only the PRs changed since the version that window is as of, not all of those
+    changed since the last warm, and still folds exactly what the database gives (the oracle), with and
+    without the evidence, at two cutoffs. With the month's digest gone from Redis the held windows still
+    answer; a new ledger generation (a rebuild) or a process that holds nothing does not use them."""
+    import random
+
+    from tests.conftest import post, run_jobs
+    from tracker.reports.digests import forget_held, keep_digest
+
+    scenario = megatron_month(MONTH, count=32, seed=7)
+    for number, sha, paths in scenario.head_files():
+        github.set_files(REPO, number, sha, paths)
+    deliveries = [d for story in scenario.stories for d in story.deliveries]
+    early, rest = deliveries[: len(deliveries) * 3 // 4], deliveries[len(deliveries) * 3 // 4 :]
+    random.Random(8).shuffle(rest)  # late and out of order, new PRs among them
+    client = app.test_client()
+    kept_at = kept_after(app, early)
+    reads: list[int] = []  # the version each read of changes starts after
+    reading = digests.read_changed
+
+    def recorded(*args: Any) -> Any:
+        reads.append(args[5])
+        return reading(*args)
+
+    monkeypatch.setattr(digests, "read_changed", recorded)
+    with app.app_context():
+        s = services()
+        state, redis, timezone = s.state, s.require_redis(), s.config.timezone_for(REPO)
+        windows = month_windows(MONTH, timezone)
+        asked = [(window, evidence) for window in (windows[14], windows[-1]) for evidence in (True, False)]
+
+        def answers_as_the_database() -> None:
+            for window, evidence in asked:
+                assert_folds_as_the_database(s, window, evidence)
+
+        previous = kept_at
+        rounds = 0
+        for start in range(0, len(rest), 3):
+            for d in rest[start : start + 3]:
+                post(client, d.body, d.event, d.delivery_id)
+            run_jobs(app)
+            version = state.month_version(REPO, MONTH)[0]
+            if version == previous:
+                continue  # redeliveries only
+            reads.clear()
+            answers_as_the_database()
+            # Each window read again what changed since it was last answered: the digest's version at first,
+            # then the version of the request before.
+            assert reads == [previous] * len(asked)
+            previous = version
+            rounds += 1
+            if rounds == 3:
+                redis.flushdb()  # the digest and every grouping gone: the held windows still answer
+        assert rounds >= 5 and previous > kept_at + 5
+        # Nothing changed since: nothing is read again.
+        reads.clear()
+        answers_as_the_database()
+        assert reads == []
+        # A process that holds nothing, with no digest in Redis, reads each window whole.
+        wholes = whole_reads(monkeypatch)
+        forget_held()
+        answers_as_the_database()
+        assert wholes == [window.end for window, _ in asked]
+        # A rebuild (a new generation) is not answered from what was held before it.
+        keep_digest(redis, state, s.config, REPO, MONTH, timezone)
+        answers_as_the_database()
+        assert len(wholes) == len(asked)
+        state.new_generation()
+        answers_as_the_database()
+        assert len(wholes) == 2 * len(asked)

@@ -8,20 +8,26 @@ a head's verdict included, moves on), its time zone (which sets the window ends)
 classification rules and the code that reads and folds it: a request finds it only when it is exactly
 what the database would give. When the month changed since the last warm, the request takes the month's
 latest digest (named, with its version, under a key without the version) and reads again only the PRs the
-versions since changed (tracker.store.changes), which it folds in place of theirs. Otherwise (no worker
-has warmed the month yet, a change not recorded, Redis is away) the request reads the database as before;
-nothing waits for a digest.
+versions since changed (tracker.store.changes), which it folds in place of theirs. The process then holds
+that window (`cached_fold`): its next request of the window reads again only the PRs changed since, so a
+page polled under a stream costs a few PRs' reads a poll. Otherwise (no worker has warmed the month yet,
+most of it changed since, a change not recorded) the window is read whole and held; with Redis away the
+request reads the database as before. Nothing waits for a digest.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import threading
+import weakref
+from collections import OrderedDict
 from datetime import timedelta
-from typing import cast
+from typing import Any, cast
 
 import orjson
 from redis import Redis
+from sqlalchemy import Engine
 
 from tracker import __version__
 from tracker.config import TrackerConfig
@@ -34,13 +40,16 @@ from tracker.store.month_digest import (
     FORMAT,
     PATHS,
     MonthDigest,
+    WindowDigest,
     cutoff_index,
     encode,
     evidence_field,
     fold_encoded,
-    fold_patched,
     read_changed,
     read_digest,
+    read_window,
+    window_of_cutoff,
+    window_of_digest,
 )
 from tracker.store.month_state import MonthState
 
@@ -153,6 +162,13 @@ def cutoff_fields(cache: Redis, key: str, window: Window, evidence: bool) -> lis
     return cast(list[bytes | None], cache.hmget(key, wanted))  # a client of bytes
 
 
+def _window_of(values: list[bytes | None], window: Window, evidence: bool) -> WindowDigest | None:
+    """The window's digest from the fields `cutoff_fields` read, or None (a field missing)."""
+    return window_of_cutoff(
+        values[0], values[1], values[2], values[3] if evidence else None, window, with_evidence=evidence
+    )
+
+
 def kept_digest(
     cache: Redis, state: MonthState, config: TrackerConfig, full_name: str, month: str, timezone: str
 ) -> KeptDigest:
@@ -170,22 +186,108 @@ def cached_fold(
     *,
     evidence: bool = True,
 ) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
-    """The month's snapshot at `window` and each PR's changed paths then, from its digest in Redis, or None
-    (no digest for the month as it is now: the caller reads the database). `evidence`: see
-    `MonthDigest.fold_at`."""
+    """The month's snapshot at `window` and each PR's changed paths then, from its digest in Redis when a
+    worker kept it for the month as it is now, else from the window this process holds or the month's
+    latest digest, each patched with the PRs changed since; else the window read whole from the database
+    (`read_window`). None when Redis is away or the month changed while it was read (the caller reads the
+    database). `evidence`: see `MonthDigest.fold_at`.
+
+    The window's digest, once read (or patched), is held by this process (`_held`), and a later request
+    at a newer version of the month patches it with the PRs changed since (tracker.store.changes): under a
+    stream each request reads again the few PRs changed since the request before, not all of those changed
+    since the last warm (most of a busy month a minute after it)."""
     if cache is None:
         return None
     month, timezone = str(window.month), window.timezone
     try:
         version, generation = state.month_version(full_name, month)
-        kept = KeptDigest(cache, _digest_key(config, full_name, month, timezone, version, generation))
-        folded = kept.fold_at(full_name, window, coverage, evidence=evidence)
-        if folded is None:
-            folded = _patched_fold(cache, state, config, full_name, window, coverage, version, generation, evidence)
-        return folded
+        key = _held_key(config, full_name, window, generation, evidence)
+        values = cutoff_fields(
+            cache, _digest_key(config, full_name, month, timezone, version, generation), window, evidence
+        )
+        digest = _window_of(values, window, evidence)
+        if digest is not None:
+            _hold(state, key, version, digest)
+        else:
+            digest = _brought_up_to_date(state, config, full_name, window, key, version)
+        if digest is None:
+            found = _patched_window(cache, state, config, full_name, window, version, generation, evidence)
+            if found is None:  # no digest, or most of the month changed since: the window read whole
+                read = read_window(state.engine, full_name, month, window, config.rules_for(full_name))
+                found = (read[0], window_of_digest(read[1], evidence)) if read is not None else None
+            if found is not None:
+                _hold(state, key, *found)
+                digest = found[1]
+        return digest.fold(full_name, window, coverage) if digest is not None else None
     except Exception:  # a cache: Redis away costs the database read, not the request
         log.warning("month digest cache unavailable", exc_info=True)
         return None
+
+
+# The windows this process holds (`cached_fold`), by engine (a test's ledger is not another's): the last
+# HELD_WINDOWS asked for, each with the month's version it is as of.
+HELD_WINDOWS = 8
+_held: weakref.WeakKeyDictionary[Engine, OrderedDict[tuple[Any, ...], tuple[int, WindowDigest]]] = (
+    weakref.WeakKeyDictionary()
+)
+_held_lock = threading.Lock()
+
+
+def _held_key(
+    config: TrackerConfig, full_name: str, window: Window, generation: str, evidence: bool
+) -> tuple[Any, ...]:
+    """Everything a held window depends on besides the month's version (the code is this process's)."""
+    return (
+        full_name.lower(),
+        str(window.month),
+        window.timezone,
+        window.end,
+        generation,
+        repr(config.rules_for(full_name)),
+        evidence,
+    )
+
+
+def _hold(state: MonthState, key: tuple[Any, ...], version: int, digest: WindowDigest) -> None:
+    """Hold `digest` as the window at `version`, unless a newer one is held already."""
+    with _held_lock:
+        windows = _held.setdefault(state.engine, OrderedDict())
+        found = windows.get(key)
+        if found is not None and found[0] > version:
+            return
+        windows[key] = (version, digest)
+        windows.move_to_end(key)
+        while len(windows) > HELD_WINDOWS:
+            windows.popitem(last=False)
+
+
+def _brought_up_to_date(
+    state: MonthState, config: TrackerConfig, full_name: str, window: Window, key: tuple[Any, ...], version: int
+) -> WindowDigest | None:
+    """The window this process holds, patched with the PRs changed since the version it is as of (and held
+    as the newer one); None when it holds none, or the changes since are not all known."""
+    with _held_lock:
+        windows = _held.get(state.engine)
+        found = windows.get(key) if windows is not None else None
+    if found is None:
+        return None
+    since, digest = found
+    if since >= version:  # the month as of this request's version, or a later one (held by another request)
+        return digest
+    changed = read_changed(state.engine, full_name, str(window.month), window, config.rules_for(full_name), since)
+    if changed is None:
+        return None
+    read, numbers, partial = changed
+    digest = digest.patched(numbers, partial)
+    _hold(state, key, read, digest)
+    return digest
+
+
+def forget_held() -> None:
+    """Forget the windows this process holds (a test or a benchmark acting as a process that never read the
+    month)."""
+    with _held_lock:
+        _held.clear()
 
 
 def _patched_fold(
@@ -199,10 +301,25 @@ def _patched_fold(
     generation: str,
     evidence: bool,
 ) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
-    """The month's latest digest (kept at an older version) with the PRs changed since read again
-    (tracker.store.changes): under a stream of deliveries the month changes every few hundred
-    milliseconds while a worker keeps its digest once a minute (workers.warm). None when there is no
-    such digest, or the changes since are not all known."""
+    """The fold of `_patched_window`, or None."""
+    patched = _patched_window(cache, state, config, full_name, window, version, generation, evidence)
+    return patched[1].fold(full_name, window, coverage) if patched is not None else None
+
+
+def _patched_window(
+    cache: Redis,
+    state: MonthState,
+    config: TrackerConfig,
+    full_name: str,
+    window: Window,
+    version: int,
+    generation: str,
+    evidence: bool,
+) -> tuple[int, WindowDigest] | None:
+    """The month's latest digest (kept at an older version) at the window, with the PRs changed since read
+    again (tracker.store.changes), and the month's version it is as of: under a stream of deliveries the
+    month changes every few hundred milliseconds while a worker keeps its digest once a minute
+    (workers.warm). None when there is no such digest, or the changes since are not all known."""
     month, timezone = str(window.month), window.timezone
     base = cast(bytes | None, cache.get(_base_key(config, full_name, month, timezone, generation)))
     if base is None:
@@ -214,16 +331,8 @@ def _patched_fold(
     if changed is None:
         return None
     values = cutoff_fields(cache, named["key"], window, evidence)
-    numbers, partial = changed
-    return fold_patched(
-        values[0],
-        values[1],
-        values[2],
-        values[3] if evidence else None,
-        numbers,
-        partial,
-        full_name,
-        window,
-        coverage,
-        with_evidence=evidence,
-    )
+    digest = _window_of(values, window, evidence)
+    if digest is None:
+        return None
+    read, numbers, partial = changed
+    return read, digest.patched(numbers, partial)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 import orjson
@@ -191,8 +191,8 @@ def read_digest(engine: Engine, full_name: str, month: str, windows: Sequence[Wi
 
 def read_changed(
     engine: Engine, full_name: str, month: str, window: Window, rules: Rules, since: int
-) -> tuple[set[int], MonthDigest] | None:
-    """The PRs the month's versions after `since` changed, and the digest at `window`
+) -> tuple[int, set[int], MonthDigest] | None:
+    """The month's version, the PRs its versions after `since` changed, and the digest at `window`
     alone of those (of them, the ones active in the month), read in one go; None when those changes are
     not all recorded (tracker.store.changes), when they are more than MOST_CHANGED of the month's PRs,
     or when the month changed again while they were read. (A digest of one window folds each PR once; at
@@ -211,7 +211,22 @@ def read_changed(
         # as a newer version, and the month is then read whole.
         if month_version(conn, repo, month) != version:
             return None
-    return changed, _digest([window], rules, rows)
+    return version, changed, _digest([window], rules, rows)
+
+
+def read_window(
+    engine: Engine, full_name: str, month: str, window: Window, rules: Rules
+) -> tuple[int, MonthDigest] | None:
+    """The month's version and its digest at `window` alone (every PR active in the month), read in one go;
+    None when the month changed while it was read (on PostgreSQL each statement sees what was committed
+    before it)."""
+    repo = repository_key(full_name)
+    with engine.connect().execution_options(read_only=True) as conn:
+        version = month_version(conn, repo, month)
+        rows = _read(conn, repo, [window.end], _active(conn, repo, month))
+        if month_version(conn, repo, month) != version:
+            return None
+    return version, _digest([window], rules, rows)
 
 
 # A request patches a digest with the PRs changed since only while they are at most this share of the
@@ -454,45 +469,121 @@ def _cutoff_document(
     return document, path_table, auxiliary
 
 
-def fold_patched(
+@dataclass(frozen=True)
+class WindowDigest:
+    """One cutoff's snapshot of the month as a digest holds it (each PR's entry, version and the changed paths
+    of its head then), in a process's memory between two requests (tracker.reports.digests): patched with the
+    PRs changed since (`patched`), so that under a stream each request reads again only the PRs changed since
+    the request before, and folds the rest from here (`fold`)."""
+
+    end: int  # the window's
+    entries: dict[int, tuple[list[Any], dict[str, Any]]]  # number -> entry (`_entry`), its evidence ({}: not held)
+    versions: dict[int, list[Any]]  # number -> version fields (`_VERSION_FIELDS`)
+    paths: dict[int, list[str]]  # number -> the changed paths of its head at the end
+    titles: dict[str, list[str]]  # title -> [title, display_title, clean_title]
+    auxiliary: dict[str, bool]
+    evidence: bool  # whether `entries` hold each PR's evidence
+
+    def patched(self, changed: set[int], partial: MonthDigest) -> WindowDigest:
+        """This with the PRs of `changed` taken from `partial` (the digest of those PRs as they are now, at
+        this window alone: `read_changed`) instead; a PR of `changed` that `partial` lacks left out."""
+        if partial.ends != [self.end]:
+            raise ValueError("a digest of another window")
+        fresh = window_of_digest(partial, self.evidence)
+
+        def kept(held: dict[int, Any]) -> dict[int, Any]:
+            return {number: value for number, value in held.items() if number not in changed}
+
+        versions = {**kept(self.versions), **fresh.versions}
+        merged = {**self.titles, **fresh.titles}
+        said = {values[_TITLE] for values in versions.values()}
+        return WindowDigest(
+            end=self.end,
+            entries={**kept(self.entries), **fresh.entries},
+            versions=versions,
+            paths={**kept(self.paths), **fresh.paths},
+            titles={title: texts for title, texts in merged.items() if title in said},
+            auxiliary={**self.auxiliary, **fresh.auxiliary},
+            evidence=self.evidence,
+        )
+
+    def fold(
+        self, repo: str, window: Window, coverage: Coverage | None = None
+    ) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
+        """What `MonthDigest.fold_at` gives at this window (None for another window): the snapshot, and the
+        changed paths of each of its PRs' head then."""
+        if window.end != self.end:
+            return None
+        _offer(list(self.titles.values()), self.auxiliary)
+        numbers = sorted(self.entries)
+        pull_requests = []
+        for number in numbers:
+            entry, evidence = self.entries[number]
+            values = self.versions.get(number)
+            version = _attributes(values) if values is not None else None
+            pull_requests.append(_pull_request(number, entry, version, evidence))
+        changed = {number: list(self.paths[number]) for number in numbers if number in self.paths}
+        return assemble_snapshot(repo, window, pull_requests, coverage), changed
+
+
+def window_of_cutoff(
     cut: bytes | None,
     path_table: bytes | None,
     auxiliary: bytes | None,
     evidence: bytes | None,
-    changed: set[int],
-    partial: MonthDigest,
-    repo: str,
     window: Window,
-    coverage: Coverage | None = None,
     *,
     with_evidence: bool = True,
-) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
-    """`fold_encoded` of an older digest's fields with the PRs of `changed` taken from `partial` (the
-    digest of those PRs as they are now, at `window` alone: `read_changed`) instead: the snapshot a digest
-    read now would fold. None when a field is missing, of another format or for another window."""
+) -> WindowDigest | None:
+    """The `WindowDigest` of the fields `encode` made for the window's cutoff (what `fold_encoded` folds);
+    None when one is missing, of another format or for another window."""
     found = _cutoff_document(cut, path_table, auxiliary, evidence, window, with_evidence)
-    if found is None or partial.ends != [window.end]:
+    if found is None:
         return None
     document, path_table, auxiliary = found
-    fresh = partial.slice_at(0)
-    table: list[str] = orjson.loads(path_table)
-    shown: list[Any] | None = None
-    offset = 0
-    if with_evidence and evidence is not None:
-        shown = orjson.loads(evidence)
-        offset = len(shown)
-        shown += [orjson.loads(text) for text in fresh.evidence]
-    entries = [item for item in document["pull_requests"] if item[0] not in changed]
-    for number, entry in fresh.pull_requests:
-        moved = [*entry]
-        moved[_EVIDENCE] += offset
-        entries.append([number, moved])
-    entries.sort(key=lambda item: item[0])  # by number, as a digest holds them
-    versions = [item for item in document["versions"] if item[0] not in changed] + fresh.versions
-    paths = [item for item in document["paths"] if item[0] not in changed]
-    paths += [[number, [position + len(table) for position in positions]] for number, positions in fresh.paths]
-    _offer(document["titles"] + fresh.titles, {**orjson.loads(auxiliary), **partial.auxiliary})
-    return _folded(versions, entries, paths, table + partial.path_table, shown, repo, window, coverage)
+    shown = orjson.loads(evidence) if with_evidence and evidence is not None else None
+    return _window(
+        window.end,
+        document["versions"],
+        document["pull_requests"],
+        document["paths"],
+        orjson.loads(path_table),
+        shown,
+        document["titles"],
+        orjson.loads(auxiliary),
+    )
+
+
+def window_of_digest(digest: MonthDigest, evidence: bool) -> WindowDigest:
+    """The `WindowDigest` of a digest of one window (`read_changed`'s, `read_window`'s)."""
+    cut = digest.slice_at(0)
+    shown = [orjson.loads(text) for text in cut.evidence] if evidence else None
+    return _window(
+        cut.end, cut.versions, cut.pull_requests, cut.paths, digest.path_table, shown, cut.titles, digest.auxiliary
+    )
+
+
+def _window(
+    end: int,
+    versions: list[list[Any]],
+    entries: list[list[Any]],
+    paths: list[list[Any]],
+    path_table: list[str],
+    evidence: list[Any] | None,
+    titles: list[list[str]],
+    auxiliary: dict[str, bool],
+) -> WindowDigest:
+    return WindowDigest(
+        end=end,
+        entries={
+            number: (entry, evidence[entry[_EVIDENCE]] if evidence is not None else {}) for number, entry in entries
+        },
+        versions={number: values for number, values in versions},
+        paths={number: [path_table[position] for position in positions] for number, positions in paths},
+        titles={texts[0]: texts for texts in titles},
+        auxiliary=auxiliary,
+        evidence=evidence is not None,
+    )
 
 
 _LABELS = _VERSION_FIELDS.index("labels")
@@ -501,7 +592,7 @@ _TITLE = _VERSION_FIELDS.index("title")
 
 
 def _fields(version: AttributeVersion) -> list[Any]:
-    values = list(astuple(version))
+    values = [getattr(version, name) for name in _VERSION_FIELDS]  # not `astuple`: it deep-copies each value
     values[_LABELS] = list(version.labels)  # as JSON gives it back
     return values
 
