@@ -690,6 +690,7 @@ class Bench:
             f"{args.poll_interval * 1000:.0f} ms until the PR is listed"
         )
         latencies: list[float] = []
+        slowest: list[tuple[float, list[float]]] = []  # each visible probe's figure and its polls' durations
         polls: list[float] = []
         poll_statuses: Counter[int] = Counter()
         misses = 0
@@ -712,6 +713,7 @@ class Bench:
                 if status == 202:
                     probe_ids.add(delivery)
                 seen = None
+                own_polls: list[float] = []  # this probe's polls, for the slowest probes' line
                 while time.monotonic() - sent < args.probe_timeout:
                     started = time.monotonic()
                     try:
@@ -720,6 +722,7 @@ class Bench:
                         code, body = 0, b""
                     finished = time.monotonic()
                     polls.append(finished - started)
+                    own_polls.append(finished - started)
                     poll_statuses[code] += 1
                     if code == 200 and number in snapshot_numbers(body):
                         seen = finished
@@ -736,6 +739,7 @@ class Bench:
                         break
                 else:
                     latencies.append(seen - sent)
+                    slowest.append((seen - sent, own_polls))
                 time.sleep(rng.uniform(0.1, 0.4))
             result = background.stop()
         feed.advance(result.last_slot + 1)
@@ -759,6 +763,16 @@ class Bench:
             f"{max(polls) * 1000:.0f} ms max; statuses {dict(sorted(poll_statuses.items()))}; probes' POST answered "
             f"in {statistics.median(answers) * 1000:.0f} ms median; a probe's figure is from before its POST to the "
             f"end of the first poll that listed it"
+        )
+        print(
+            "  slowest probes: "
+            + "; ".join(
+                f"{latency:.3f} s after {len(durations)} poll{'s' * (len(durations) != 1)} ("
+                + ("the last 4: " if len(durations) > 4 else "")
+                + ", ".join(f"{duration * 1000:.0f}" for duration in durations[-4:])
+                + " ms)"
+                for latency, durations in sorted(slowest, key=lambda item: item[0], reverse=True)[:5]
+            )
         )
         shown_p99 = f"{p99:.3f} s" if p99 != float("inf") else "not visible"
         print(
