@@ -335,3 +335,58 @@ def test_a_process_that_holds_a_window_reads_again_only_the_prs_changed_since_it
         state.new_generation()
         answers_as_the_database()
         assert len(wholes) == 2 * len(asked)
+
+
+def test_a_window_read_while_a_batch_commits_is_the_month_as_of_the_version_it_began_at(
+    app: Flask, github: Any, monkeypatch: Any
+) -> None:
+    """A window, and the PRs changed since a version, are read in one snapshot of the database (SQLite's
+    read transaction; REPEATABLE READ on PostgreSQL, where each statement of a default transaction sees every
+    commit before it): a batch committed in the middle of a read is not half in it. The read answers the
+    month as of the version it began at, the same as a read before the batch; the next read has the batch."""
+    import json
+
+    from tests.conftest import post, run_jobs
+    from tracker.store import month_digest
+    from tracker.store.month_digest import read_changed, read_window
+
+    scenario = megatron_month(MONTH, count=16, seed=9)
+    for number, sha, paths in scenario.head_files():
+        github.set_files(REPO, number, sha, paths)
+    month = "2026-04"  # where most of these PRs were opened
+    opened = [s for s in scenario.stories if json.loads(s.deliveries[0].body)["pull_request"]["created_at"] < "2026-05"]
+    last = opened[-3:]  # PRs of their own, opened in `month`: each batch moves it on
+    client = app.test_client()
+
+    def deliver(deliveries: list[Any]) -> None:
+        for d in deliveries:
+            assert post(client, d.body, d.event, d.delivery_id).status_code == 202
+        run_jobs(app)
+
+    deliver([d for story in scenario.stories if story not in last for d in story.deliveries])
+    reading = month_digest._read
+    with app.app_context():
+        s = services()
+        since = s.state.month_version(REPO, month)[0]
+        deliver(last[0].deliveries)
+        window = month_windows(month, s.config.timezone_for(REPO))[-1]
+        rules = s.config.rules_for(REPO)
+        reads = (
+            lambda: read_window(s.state.engine, REPO, month, window, rules),
+            lambda: read_changed(s.state.engine, REPO, month, window, rules, since),
+        )
+        for read, story in zip(reads, last[1:], strict=True):
+            before = read()
+            assert before is not None and before[0] == s.state.month_version(REPO, month)[0]
+
+            def read_during_a_batch(*args: Any, batch: list[Any] = story.deliveries) -> Any:
+                deliver(batch)  # committed after the read began, before its facts and versions are read
+                return reading(*args)
+
+            monkeypatch.setattr(month_digest, "_read", read_during_a_batch)
+            during = read()
+            monkeypatch.setattr(month_digest, "_read", reading)
+            assert s.state.month_version(REPO, month)[0] > before[0]  # the batch moved the month on
+            assert during == before
+            after = read()
+            assert after is not None and after[0] > before[0] and after != before

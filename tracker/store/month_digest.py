@@ -198,7 +198,7 @@ def read_changed(
     or when the month changed again while they were read. (A digest of one window folds each PR once; at
     every cutoff it would fold it three or four times.)"""
     repo = repository_key(full_name)
-    with engine.connect().execution_options(read_only=True) as conn:
+    with _consistent_read(engine) as conn:
         version, changed = changes_since(conn, repo, month, since)
         if changed is None:
             return None
@@ -207,21 +207,29 @@ def read_changed(
         if len(numbers) > len(active) * MOST_CHANGED:
             return None  # reading most of the month: read it whole (no digest to parse and patch)
         rows = _read(conn, repo, [window.end], numbers)
-        # On PostgreSQL each statement sees what was committed before it: a change between them shows
-        # as a newer version, and the month is then read whole.
-        if month_version(conn, repo, month) != version:
+        if month_version(conn, repo, month) != version:  # not in one snapshot after all: read it whole
             return None
     return version, changed, _digest([window], rules, rows)
+
+
+def _consistent_read(engine: Engine) -> Connection:
+    """A read-only connection whose transaction sees one snapshot of the database, so that a month's version
+    and the rows read after it agree while the workers write: SQLite's read transactions do; on PostgreSQL
+    each statement of a READ COMMITTED transaction sees what was committed before it, so the transaction is
+    REPEATABLE READ."""
+    connection = engine.connect().execution_options(read_only=True)
+    if engine.dialect.name == "postgresql":
+        connection = connection.execution_options(isolation_level="REPEATABLE READ")
+    return connection
 
 
 def read_window(
     engine: Engine, full_name: str, month: str, window: Window, rules: Rules
 ) -> tuple[int, MonthDigest] | None:
-    """The month's version and its digest at `window` alone (every PR active in the month), read in one go;
-    None when the month changed while it was read (on PostgreSQL each statement sees what was committed
-    before it)."""
+    """The month's version and its digest at `window` alone (every PR active in the month), read in one go
+    (`_consistent_read`); None when the month changed while it was read all the same."""
     repo = repository_key(full_name)
-    with engine.connect().execution_options(read_only=True) as conn:
+    with _consistent_read(engine) as conn:
         version = month_version(conn, repo, month)
         rows = _read(conn, repo, [window.end], _active(conn, repo, month))
         if month_version(conn, repo, month) != version:
