@@ -137,6 +137,8 @@ def test_at_most_one_warm_job_waits_per_month(app: Flask, client: FlaskClient, b
     due = scheduled.get_scheduled_time(scheduled.get_job_ids()[0]).timestamp()
     assert time.time() + warm_job.WARM_DELAY - 2 < due <= time.time() + warm_job.WARM_DELAY
     assert 0 < redis.ttl(warm_job.waiting_key(REPO, month)) <= warm_job.WAITING_TTL
+    for each in (month, "2026-01"):
+        rested(redis, each)
     assert release_due_jobs(app, at=due + 1) == 2
     run_jobs(app)
     assert queue.count == 0
@@ -157,6 +159,58 @@ def test_at_most_one_warm_job_waits_per_month(app: Flask, client: FlaskClient, b
     later = [job_id for job_id in scheduled.get_job_ids() if job_id not in {*ids, *(job.id for job in jobs if job)}]
     due = scheduled.get_scheduled_time(later[0]).timestamp()
     assert time.time() + warm_job.WARM_DELAY - 2 < due <= time.time() + warm_job.WARM_DELAY
+
+
+def rested(redis: Redis, month: str, seconds: float = warm_job.WARM_DELAY + 1) -> None:
+    """The month's last change `seconds` ago, as if the deliveries had stopped then."""
+    redis.set(warm_job.changed_key(REPO, month), time.time() - seconds)
+
+
+def test_a_month_that_keeps_changing_is_warmed_once_it_rests_or_at_the_latest_warm_longest_after(
+    app: Flask, client: FlaskClient, built: Services
+) -> None:
+    """Under a stream a warm is out of date at once and costs the workers a big month's read: the job waits
+    until the month has had no change for WARM_DELAY, scheduling itself again (still the only one waiting),
+    but waits no longer than WARM_LONGEST after the change that asked for it."""
+    deliver(client, app, 1, "Add a paged KV cache for inference")
+    month = str(this_month())
+    queue = built.records_queue
+    redis = built.require_redis()
+    redis.flushdb()
+    scheduled = ScheduledJobRegistry(queue=queue, connection=redis)  # type: ignore[no-untyped-call]
+
+    def run_the_due_job() -> str:
+        """Release the waiting warm job now, whenever it is due, and run it; what it said."""
+        (job_id,) = scheduled.get_job_ids()
+        assert release_due_jobs(app, at=scheduled.get_scheduled_time(job_id).timestamp() + 1) == 1
+        run_jobs(app)
+        job = queue.fetch_job(job_id)
+        assert job is not None
+        return str(job.return_value())
+
+    assert warm_job.ask_for_warm(built, REPO, month) is True
+    rested(redis, month, 3.0)  # a batch 3 s ago: the month is still changing
+    said = run_the_due_job()
+    assert "warmed once it rests" in said, said
+    assert not any(redis.exists(key) for key in warm_keys(redis, built).values())  # nothing read
+    assert redis.exists(warm_job.waiting_key(REPO, month))  # it waits again, the only one
+    (job_id,) = scheduled.get_job_ids()
+    due = scheduled.get_scheduled_time(job_id).timestamp()
+    assert time.time() + warm_job.WARM_DELAY - 3 - 2 < due <= time.time() + warm_job.WARM_DELAY - 3 + 1
+    assert warm_job.ask_for_warm(built, REPO, month) is False  # another batch: the waiting job will see it
+    rested(redis, month)
+    assert "earlier cutoffs grouped" in run_the_due_job()
+    assert all(redis.exists(key) for key in warm_keys(redis, built).values())
+    assert not redis.exists(warm_job.waiting_key(REPO, month))
+    assert scheduled.get_job_ids() == []
+    # A month that never rests is warmed WARM_LONGEST after the change that asked for the warm.
+    redis.flushdb()
+    assert warm_job.ask_for_warm(built, REPO, month) is True
+    asked = time.time() - warm_job.WARM_LONGEST - 1
+    redis.set(warm_job.waiting_key(REPO, month), asked)
+    rested(redis, month, 0.5)
+    assert "earlier cutoffs grouped" in run_the_due_job()
+    assert all(redis.exists(key) for key in warm_keys(redis, built).values())
 
 
 def test_the_job_says_what_it_did(app: Flask, client: FlaskClient, built: Services) -> None:
