@@ -172,8 +172,8 @@ def test_a_digest_read_while_the_month_moved_on_is_patched_from_where_its_read_b
     assert through > before
     deliver(client, app, 4, "Checkpoint the optimizer state asynchronously")
     window = month_windows(month, TIMEZONE)[this_month_index()]
-    patched = digests._patched_fold(
-        redis, built.state, built.config, REPO, window, None, *built.state.month_version(REPO, month), True
+    patched = digests._patched_window(
+        redis, built.state, built.config, REPO, window, *built.state.month_version(REPO, month), True
     )
     assert patched is not None  # the base was kept, and used
     assert titles(at_cutoff(built, None, cache=True)) == titles(at_cutoff(built, None, cache=False))
@@ -181,7 +181,7 @@ def test_a_digest_read_while_the_month_moved_on_is_patched_from_where_its_read_b
     assert at_cutoff(built, None, cache=True) == at_cutoff(built, None, cache=False)
     # A request at a version older than the end of the read does not use it.
     generation = built.state.month_version(REPO, month)[1]
-    old = digests._patched_fold(redis, built.state, built.config, REPO, window, None, through - 1, generation, True)
+    old = digests._patched_window(redis, built.state, built.config, REPO, window, through - 1, generation, True)
     assert old is None
 
 

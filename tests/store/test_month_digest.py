@@ -198,7 +198,7 @@ def test_a_digest_some_versions_old_is_brought_up_to_date_by_reading_again_only_
             conn.execute(delete(month_changes).where(month_changes.c.version == kept_at + 2))
         forget_held()
         version, generation = state.month_version(REPO, MONTH)
-        assert digests._patched_fold(redis, state, s.config, REPO, windows[-1], None, version, generation, True) is None
+        assert digests._patched_window(redis, state, s.config, REPO, windows[-1], version, generation, True) is None
         wholes.clear()
         check_window = cached_fold(redis, state, s.config, REPO, windows[-1])
         assert check_window is not None and len(wholes) == 1

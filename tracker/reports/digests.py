@@ -290,22 +290,6 @@ def forget_held() -> None:
         _held.clear()
 
 
-def _patched_fold(
-    cache: Redis,
-    state: MonthState,
-    config: TrackerConfig,
-    full_name: str,
-    window: Window,
-    coverage: Coverage | None,
-    version: int,
-    generation: str,
-    evidence: bool,
-) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
-    """The fold of `_patched_window`, or None."""
-    patched = _patched_window(cache, state, config, full_name, window, version, generation, evidence)
-    return patched[1].fold(full_name, window, coverage) if patched is not None else None
-
-
 def _patched_window(
     cache: Redis,
     state: MonthState,
