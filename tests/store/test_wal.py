@@ -90,6 +90,30 @@ def test_an_idle_checkpointer_ends_its_thread_and_the_next_commit_starts_another
     assert wait_until(lambda: keeper.checkpoints > done and os.path.getsize(path) > before + 20 * len(BLOB))
 
 
+def test_a_checkpoint_a_reader_held_back_is_tried_again_without_another_commit(
+    database: tuple[Engine, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader whose snapshot is older than the last commits keeps their pages in the log; once it
+    ends, the writing process's checkpointer copies them without waiting for another commit."""
+    engine, path = database
+    monkeypatch.setattr(wal, "CHECKPOINT_AFTER", 0.05)
+    monkeypatch.setattr(wal, "IDLE_EXIT", 30.0)
+    keeper = wal.checkpointer(str(path))
+    reader = sqlite3.connect(path, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM blobs").fetchone()  # its snapshot: before the rows below
+        before = os.path.getsize(path)
+        done = keeper.checkpoints
+        write_rows(engine, 1, 20)
+        assert wait_until(lambda: keeper.checkpoints >= done + 3)  # tried, and tried again
+        assert os.path.getsize(path) == before  # the reader still needs the database's old pages
+    finally:
+        reader.execute("ROLLBACK")
+        reader.close()
+    assert wait_until(lambda: os.path.getsize(path) > before + 20 * len(BLOB), seconds=5.0)
+
+
 def test_a_checkpointer_never_makes_a_database_that_was_removed(tmp_path: Path) -> None:
     gone = tmp_path / "gone.sqlite3"
     wal.Checkpointer(str(gone)).checkpoint()
