@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select, tuple_
 from sqlalchemy.dialects import sqlite
+from sqlalchemy.sql import ClauseElement
 
 from tracker.store.heads import latest_heads_query, unknown_query
 from tracker.store.month_state import head_details_queries
@@ -22,8 +23,11 @@ REPO = "nvidia/megatron-lm"
 
 
 def plan(engine: Engine, query: Any) -> list[str]:
-    sql = str(query.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}))
+    """SQLite's plan of `query`, or of what `query(connection)` builds (a query whose lists are bound as
+    one parameter builds itself for the connection's database)."""
     with engine.connect() as conn:
+        built = query if isinstance(query, ClauseElement) else query(conn)
+        sql = str(built.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}))
         return [str(row[3]) for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}")]
 
 
@@ -37,9 +41,9 @@ def searched_by_number(steps: list[str], table: str) -> bool:
     [
         (unknown_query([(REPO, number, sha) for number, sha in HEADS]), "heads"),
         (latest_heads_query([(REPO, number) for number, _sha in HEADS]), "pr_versions"),
-        (head_details_queries(REPO, HEADS)[0], "head_verdicts"),
-        (head_details_queries(REPO, HEADS)[1], "head_files"),
-        (head_details_queries(REPO, HEADS)[2], "heads"),
+        (lambda conn: head_details_queries(conn, REPO, HEADS)[0], "head_verdicts"),
+        (lambda conn: head_details_queries(conn, REPO, HEADS)[1], "head_files"),
+        (lambda conn: head_details_queries(conn, REPO, HEADS)[2], "heads"),
     ],
     ids=["stored heads", "latest heads", "verdicts", "paths", "unavailable heads"],
 )

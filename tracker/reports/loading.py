@@ -15,6 +15,7 @@ from tracker.core.coverage import Coverage
 from tracker.core.report import Report, build_report
 from tracker.core.snapshot import MonthSnapshot, build_snapshot
 from tracker.core.window import Window, resolve_window, today_in
+from tracker.reports.collector import collector_paused
 from tracker.reports.coverage import window_coverage_of
 from tracker.reports.digests import KeptDigest, cached_fold
 from tracker.reports.groupings import SharedGroupings
@@ -138,8 +139,12 @@ def report_for(
 
 
 def snapshot_for(state: MonthState, config: TrackerConfig, request: MonthRequest) -> MonthSnapshot:
+    """The snapshot read from the month's tables (no digest): what a month's record and its readiness
+    count. A big month's read makes a few hundred thousand objects, so the cyclic collector is held back
+    meanwhile, as for a report (`collector.collector_paused`)."""
     window = request.window
-    return _snapshot(state, config, request, state.month_inputs(request.repo, str(window.month), window.end))
+    with collector_paused():
+        return _snapshot(state, config, request, state.month_inputs(request.repo, str(window.month), window.end))
 
 
 def _snapshot(

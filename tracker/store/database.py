@@ -16,7 +16,24 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, create_engine, event, inspect, text
+import orjson
+from sqlalchemy import (
+    ARRAY,
+    Connection,
+    Engine,
+    Integer,
+    Select,
+    String,
+    Table,
+    bindparam,
+    create_engine,
+    event,
+    func,
+    inspect,
+    literal_column,
+    select,
+    text,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
@@ -410,3 +427,35 @@ def _insert_ignoring(on_sqlite: bool, table: Table) -> Any:
     its cache key) anew cost more CPU than running it on SQLite, on every write of the workers."""
     dialect = sqlite if on_sqlite else postgresql
     return dialect.insert(table).on_conflict_do_nothing().returning(*table.primary_key.columns)
+
+
+def listed(conn: Connection, *columns: Sequence[Any]) -> Select[Any]:
+    """A SELECT of the given values as rows (one column per sequence, all of one length), bound as one
+    parameter per column: `column.in_(listed(conn, numbers))`, `tuple_(a, b).in_(listed(conn, numbers,
+    shas))`.
+
+    An `IN` of a Python list is expanded into one parameter per value, and SQLAlchemy renders that SQL
+    again at every execution: for a big month's 1,400 PRs and their heads it cost more than the
+    database's own work (month_inputs: 190 ms, of which about 40 ms rendering INs). SQLite reads the
+    values from a JSON array (`json_each`), PostgreSQL from arrays (`unnest`, several in step)."""
+    if conn.dialect.name == "postgresql":
+        return select(
+            *(
+                func.unnest(bindparam(None, list(values), type_=ARRAY(_array_type(values)), expanding=False))
+                for values in columns
+            )
+        )
+    if len(columns) == 1:
+        return select(literal_column("value")).select_from(func.json_each(bindparam(None, _json_list(columns[0]))))
+    rows = _json_list(list(zip(*columns, strict=True)))
+    return select(
+        *(func.json_extract(literal_column("value"), f"$[{index}]") for index in range(len(columns)))
+    ).select_from(func.json_each(bindparam(None, rows)))
+
+
+def _json_list(values: Sequence[Any]) -> str:
+    return orjson.dumps(list(values)).decode()
+
+
+def _array_type(values: Sequence[Any]) -> type[Integer] | type[String]:
+    return String if values and isinstance(values[0], str) else Integer

@@ -42,6 +42,7 @@ from tracker.core.timeline import Activity, Fact, FactKind, PRState, ordered
 from tracker.core.titles import clean_title
 from tracker.core.window import Window
 from tracker.store.changes import changes_since, month_version
+from tracker.store.database import listed
 from tracker.store.heads import verdict_from_row
 from tracker.store.month_state import best_facts, head_details, version_candidates, version_from_row
 from tracker.store.schema import month_activity, pr_facts, pr_versions
@@ -260,7 +261,7 @@ def _read(conn: Connection, repo: str, ends: list[int], numbers: list[int]) -> _
         return None
     fact_rows = conn.execute(
         select(pr_facts.c.number, pr_facts.c.kind, pr_facts.c.ident, pr_facts.c.at, pr_facts.c.rank).where(
-            pr_facts.c.repo == repo, pr_facts.c.number.in_(numbers)
+            pr_facts.c.repo == repo, pr_facts.c.number.in_(listed(conn, numbers))
         )
     ).all()
     # Every version before the last end, and the earliest ones at or after it (which `version_at`
@@ -269,7 +270,9 @@ def _read(conn: Connection, repo: str, ends: list[int], numbers: list[int]) -> _
     if len(ends) > 1:
         for row in conn.execute(
             select(pr_versions).where(
-                pr_versions.c.repo == repo, pr_versions.c.number.in_(numbers), pr_versions.c.at < ends[-1]
+                pr_versions.c.repo == repo,
+                pr_versions.c.number.in_(listed(conn, numbers)),
+                pr_versions.c.at < ends[-1],
             )
         ):
             known[row.number].append(version_from_row(row))

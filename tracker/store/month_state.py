@@ -22,7 +22,7 @@ from tracker.core.derive import Derivation
 from tracker.core.repository import repository_key
 from tracker.core.timeline import Fact, FactKind
 from tracker.store.changes import bump_months
-from tracker.store.database import insert_ignoring_duplicates, mark_derived_schema
+from tracker.store.database import insert_ignoring_duplicates, listed, mark_derived_schema
 from tracker.store.heads import UNAVAILABLE, verdict_from_row
 from tracker.store.ledger import PROCESSED, now_ms
 from tracker.store.schema import (
@@ -191,7 +191,7 @@ class MonthState:
                 return MonthInputs({}, {}, {})
             fact_rows = conn.execute(
                 select(pr_facts.c.number, pr_facts.c.kind, pr_facts.c.ident, pr_facts.c.at, pr_facts.c.rank).where(
-                    pr_facts.c.repo == repo, pr_facts.c.number.in_(numbers)
+                    pr_facts.c.repo == repo, pr_facts.c.number.in_(listed(conn, numbers))
                 )
             ).all()
             versions = {}
@@ -238,10 +238,11 @@ def version_candidates(
     """For each PR, the versions at the last instant before `end` and at the first one at or after
     it (the primary key's (repo, number, at) order answers both); `attributes.version_at` chooses."""
     found: dict[int, list[AttributeVersion]] = defaultdict(list)
+    among = listed(conn, numbers)
     for side, edge in ((pr_versions.c.at < end, func.max), (pr_versions.c.at >= end, func.min)):
         chosen = (
             select(pr_versions.c.number, edge(pr_versions.c.at).label("at"))
-            .where(pr_versions.c.repo == repo, pr_versions.c.number.in_(numbers), side)
+            .where(pr_versions.c.repo == repo, pr_versions.c.number.in_(among), side)
             .group_by(pr_versions.c.number)
             .subquery()
         )
@@ -278,29 +279,33 @@ def version_from_row(row: Any) -> AttributeVersion:
 def head_details(
     conn: Connection, repo: str, heads: Sequence[tuple[int, str]]
 ) -> tuple[Sequence[Any], Sequence[Any], Sequence[Any]]:
-    """For these (number, head sha): their `head_verdicts` rows, their changed paths as (number, sha,
-    path) in each head's order, and the (number, sha) of those GitHub no longer has."""
+    """For these (number, head sha), each once: their `head_verdicts` rows, their changed paths as
+    (number, sha, path) in each head's order, and the (number, sha) of those GitHub no longer has."""
     if not heads:
         return [], [], []
-    verdicts, paths, gone = head_details_queries(repo, heads)
+    verdicts, paths, gone = head_details_queries(conn, repo, heads)
     return conn.execute(verdicts).all(), conn.execute(paths).all(), conn.execute(gone).all()
 
 
-def head_details_queries(repo: str, heads: Sequence[tuple[int, str]]) -> tuple[Select[Any], Select[Any], Select[Any]]:
+def head_details_queries(
+    conn: Connection, repo: str, heads: Sequence[tuple[int, str]]
+) -> tuple[Select[Any], Select[Any], Select[Any]]:
     """`head_details`' three SELECTs, each naming the PRs' numbers on their own as well as the pairs, so
-    that SQLite searches (repo, number) (why: tracker.store.heads, above `unknown_query`)."""
-    numbers = sorted({number for number, _sha in heads})
+    that SQLite searches (repo, number) (why: tracker.store.heads, above `unknown_query`). The lists
+    are bound as one parameter each (`database.listed`)."""
+    numbers = listed(conn, sorted({number for number, _sha in heads}))
+    pairs = listed(conn, [number for number, _sha in heads], [sha for _number, sha in heads])
     verdicts = select(head_verdicts).where(
         head_verdicts.c.repo == repo,
         head_verdicts.c.number.in_(numbers),
-        tuple_(head_verdicts.c.number, head_verdicts.c.head_sha).in_(heads),
+        tuple_(head_verdicts.c.number, head_verdicts.c.head_sha).in_(pairs),
     )
     paths = (
         select(head_files.c.number, head_files.c.head_sha, head_files.c.path)
         .where(
             head_files.c.repo == repo,
             head_files.c.number.in_(numbers),
-            tuple_(head_files.c.number, head_files.c.head_sha).in_(heads),
+            tuple_(head_files.c.number, head_files.c.head_sha).in_(pairs),
         )
         .order_by(head_files.c.number, head_files.c.head_sha, head_files.c.position)
     )
@@ -308,7 +313,7 @@ def head_details_queries(repo: str, heads: Sequence[tuple[int, str]]) -> tuple[S
         head_table.c.repo == repo,
         head_table.c.source == UNAVAILABLE,
         head_table.c.number.in_(numbers),
-        tuple_(head_table.c.number, head_table.c.head_sha).in_(heads),
+        tuple_(head_table.c.number, head_table.c.head_sha).in_(pairs),
     )
     return verdicts, paths, gone
 
