@@ -3,6 +3,7 @@ databases. The month's reads name their 1,400 PRs and heads through it (tracker.
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import Engine, select, tuple_
 
 from tracker.store.database import listed
@@ -71,3 +72,15 @@ def test_in_a_pairs_look_up(engine: Engine) -> None:
             )
         ).all()
     assert sorted(tuple(row) for row in found) == [(7, SHAS[1]), (9, SHAS[2])]
+
+
+def test_postgresql_plans_each_execution_for_its_lists(engine: Engine) -> None:
+    """psycopg prepares a statement from its fifth execution; a generic plan, made without the arrays'
+    lengths, took a big month's verdicts from 11 ms to 790 ms (tracker.store.database)."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("SQLite has no plan cache to settle on")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SHOW plan_cache_mode").scalar() == "force_custom_plan"
+        statement = listed(conn, [1, 2, 3], ["a", "b", "c"])
+        for _ in range(12):  # past psycopg's prepare threshold: a prepared statement still answers right
+            assert sorted(tuple(row) for row in conn.execute(statement)) == [(1, "a"), (2, "b"), (3, "c")]
