@@ -14,7 +14,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 # Not editable: the templates, the demo month and the schema's revisions ship as package data.
 COPY . /src
-RUN pip install '/src[postgres]' && rm -rf /src
+RUN pip install -c /src/constraints.txt '/src[postgres]' && rm -rf /src
 
 RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin tracker
 USER tracker

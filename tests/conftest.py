@@ -42,6 +42,41 @@ SECRET = "test-webhook-secret"
 DATABASES = ["sqlite"] + (["postgresql"] if os.environ.get("TRACKER_TEST_DATABASE_URL") else [])
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist each worker process gets services of its own: the Redis database below the
+    one named (gw0 the one named, gw1 the one below, ...) and a PostgreSQL database of its own next
+    to the one named (`test_gw1`, created when missing), so that tests flushing and dropping
+    everything around them never meet another worker's. Everything reads the two variables, so they
+    are rewritten here, in the worker, before any test reads them."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or worker == "gw0":
+        return
+    number = int(worker.removeprefix("gw"))
+    redis = os.environ.get("TRACKER_TEST_REDIS_URL")
+    if redis:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(redis)
+        db = int(parts.path.strip("/") or 0) - number
+        if db < 0:
+            pytest.exit(f"TRACKER_TEST_REDIS_URL leaves no Redis database for xdist worker {worker}", returncode=3)
+        os.environ["TRACKER_TEST_REDIS_URL"] = parts._replace(path=f"/{db}").geturl()
+    database = os.environ.get("TRACKER_TEST_DATABASE_URL")
+    if database:
+        from sqlalchemy.engine import make_url
+
+        base = make_url(database)
+        own = f"{base.database}_{worker}"
+        engine = create_engine(base, isolation_level="AUTOCOMMIT")
+        try:
+            with engine.connect() as conn:
+                if conn.exec_driver_sql("SELECT 1 FROM pg_database WHERE datname = %s", (own,)).first() is None:
+                    conn.exec_driver_sql(f'CREATE DATABASE "{own}"')
+        finally:
+            engine.dispose()
+        os.environ["TRACKER_TEST_DATABASE_URL"] = base.set(database=own).render_as_string(hide_password=False)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """With TRACKER_TEST_REQUIRE_SERVICES (set by .ci/run), PostgreSQL and Redis must be named and
     answer: the run stops at once instead of quietly testing SQLite and the embedded Redis only."""
@@ -284,13 +319,26 @@ def stored_count(app: Flask) -> int:
         return len(services().ledger.accepted_ids())
 
 
+class BurstWorker(SimpleWorker):
+    """RQ's SimpleWorker without its pub/sub thread, as the tracker's own worker (workers.runtime): that
+    thread serves `rq` command-line requests no test sends, and with redis-py 8.2 a burst worker's
+    teardown sometimes waited for it for minutes (`PubSubWorkerThread.stop` joining a thread blocked in
+    `get_message`)."""
+
+    def subscribe(self) -> None:
+        pass
+
+    def unsubscribe(self) -> None:
+        pass
+
+
 def run_jobs(app: Flask) -> None:
     """Run every queued job in this process, deliveries first (RQ's own tests do the same)."""
     with app.app_context():
         s = services()
         queues = [s.delivery_queue, s.records_queue, github_queue(s.redis)]
         while any(q.count for q in queues):
-            SimpleWorker(queues, connection=s.redis).work(burst=True, with_scheduler=False)
+            BurstWorker(queues, connection=s.redis).work(burst=True, with_scheduler=False)
 
 
 def release_due_jobs(app: Flask, at: float | None = None) -> int:

@@ -3,7 +3,8 @@
 Bodies are GitHub's examples from ../shared/fixtures/github/rest/ (`pulls.list-files.200.json`,
 `pulls.get.200.json`) with the fields a test controls (file names, patches, the head sha in the
 URLs) filled in. It paginates with `Link` headers, answers `If-None-Match` with 304, and plays
-scripted misbehaviour (rate limits, retry-after, 5xx, slow answers) before its normal answers.
+scripted misbehaviour (rate limits, retry-after, 5xx, slow answers, raw bodies such as malformed
+JSON, bodies trickled a byte at a time) before its normal answers.
 Scripts match the request path (without the query), so they can target any route below.
 
 Issues are stateful per test (emptied by `reset`): `GET /repos/{o}/{r}/issues/{n}`, `GET
@@ -69,7 +70,9 @@ import httpx
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
-from tests.paths import FIXTURES
+from tests.paths import FIXTURES, require_shared
+
+require_shared()  # GitHub's example answers: a test that starts the fake is skipped without them
 
 REST = FIXTURES / "rest"
 _FILE = json.loads((REST / "pulls.list-files.200.json").read_text())[0]
@@ -420,6 +423,8 @@ class Scripted:
     body: Any = None
     delay: float = 0.0
     method: str | None = None  # answer only requests of this method (any when None)
+    raw: bytes | None = None  # the body as is (malformed JSON, ...), instead of `body` as JSON
+    trickle: float = 0.0  # seconds between the body's bytes, sent one at a time (a slow or hostile server)
 
 
 @dataclass(frozen=True)
@@ -701,7 +706,15 @@ class FakeGitHub:
             answer = script[1]
             time.sleep(answer.delay)
             if answer.status:
-                body = json.dumps(answer.body if answer.body is not None else {"message": "scripted"})
+                body = json.dumps(answer.body if answer.body is not None else {"message": "scripted"}).encode()
+                body = answer.raw if answer.raw is not None else body
+                if answer.trickle:
+                    return Response(
+                        _trickled(body, answer.trickle),
+                        answer.status,
+                        headers={**answer.headers, "Content-Length": str(len(body))},
+                        content_type="application/json",
+                    )
                 return Response(body, answer.status, headers=answer.headers, content_type="application/json")
         where = r"(?:/repos/([^/]+/[^/]+)|/repositories/(\d+))"
         pulls = re.fullmatch(where + r"/pulls", path)
@@ -980,6 +993,12 @@ class FakeGitHub:
         if not_modified:
             return Response(b"", 304, headers=common)
         return Response(raw, status, headers=common, content_type="application/json; charset=utf-8")
+
+
+def _trickled(body: bytes, every: float) -> Iterable[bytes]:
+    for index in range(len(body)):
+        time.sleep(every)
+        yield body[index : index + 1]
 
 
 def _invalid_issue(fields: dict[str, Any], *, creating: bool) -> dict[str, Any] | None:

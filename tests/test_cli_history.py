@@ -15,6 +15,7 @@ from tests.paths import require_shared
 require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
 
 from tests.conftest import SECRET  # noqa: E402
+from tests.fake_github import Scripted  # noqa: E402
 from tests.scenario import REPO, megatron_month  # noqa: E402
 from tests.test_cli import TRACKER, clean_env, data_dir, free_port, wait_healthy  # noqa: E402, F401  (a fixture)
 from tests.tracking import Tracker  # noqa: E402
@@ -65,6 +66,36 @@ def test_backfill_errors_are_one_line(data_dir: Path, github: Any) -> None:  # n
         assert done.returncode == 1, (arguments, done.stdout)
         error = done.stderr.decode()
         assert message in error and "Traceback" not in error and len(error.strip().splitlines()) == 1, error
+
+
+def test_a_broken_github_is_a_one_line_error(data_dir: Path, github: Any) -> None:  # noqa: F811
+    """Malformed JSON, wrong types, another origin: `Error: …` and exit code 1, never a traceback."""
+    listed: dict[str, Any] = {"number": 4503, "state": "open"}
+    listed |= {"created_at": "2026-05-03T08:00:00Z", "updated_at": "2026-05-04T08:00:00Z"}
+    github.set_timeline(REPO, 4503, [])
+    env = clean_env(TRACKER_DATA_DIR=str(data_dir), GITHUB_API_URL=github.url, GITHUB_TOKEN="ghp_secret-for-tests")
+    listing = (r"/pulls$", Scripted(200, body=[listed]))
+    elsewhere = {"Link": '<http://127.0.0.1:9/repos/x/y/pulls?page=2>; rel="next"'}
+    for scripts, message in (
+        ([(r"/pulls$", Scripted(200, raw=b'[{"number": 1,'))], f"GitHub's answer for /repos/{REPO}/pulls is not JSON"),
+        ([(r"/pulls$", Scripted(200, body={"total_count": 1}))], "answered an object where its API documents a list"),
+        ([(r"/pulls$", Scripted(200, body=[listed | {"updated_at": 1}]))], "'updated_at' as a number, not a string"),
+        ([(r"/pulls$", Scripted(200, body=[listed | {"user": "octocat"}]))], "pull_request.user"),
+        ([listing, (r"/timeline$", Scripted(200, body=[{"event": "closed", "created_at": []}]))], "timeline.0"),
+        (
+            [(r"/pulls$", Scripted(200, elsewhere, []))],
+            "GitHub's answer pointed to http://127.0.0.1:9, another origin than the configured API",
+        ),
+    ):
+        for path, answer in scripts:
+            github.script(path, answer)
+        done = subprocess.run(
+            [*TRACKER, "backfill", "--repo", REPO, "--month", "2026-05"], env=env, capture_output=True, timeout=60
+        )
+        error = done.stderr.decode()
+        assert done.returncode == 1, (message, error)
+        assert message in error and "Traceback" not in error and len(error.strip().splitlines()) == 1, error
+        assert error.startswith("Error: ") and "ghp_secret-for-tests" not in error
 
 
 def test_a_ledger_from_an_older_release_is_refused_then_rebuilt_by_tracker_run(

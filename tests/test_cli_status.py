@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rq import SimpleWorker
 
-from tests.conftest import SECRET, fixture_payload, post, running_app
+from tests.conftest import SECRET, BurstWorker, fixture_payload, post, running_app
 from tests.factory import PullRequestStory
 from tests.paths import needs_shared
 from tests.test_cli import TRACKER, clean_env
@@ -54,7 +53,7 @@ def test_status_shows_what_the_endpoint_says(tmp_path: Path, database_url: str, 
         assert post(client, fixture_payload("ping.json"), "ping", "ping-51").status_code == 200
         with app.app_context():  # the delivery processed; the fetch of its head stays queued
             built = services()
-            SimpleWorker([built.delivery_queue], connection=built.redis).work(burst=True)
+            BurstWorker([built.delivery_queue], connection=built.redis).work(burst=True)
         expected = client.get("/api/v1/status", headers={"Authorization": f"Bearer {ADMIN}"}).json
     env = clean_env(
         TRACKER_DATA_DIR=str(tmp_path / "var"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tracker.config import RepositoryConfig, TrackerConfig, load_config
 from tracker.settings import SettingsError, load_settings
@@ -166,3 +167,91 @@ def test_an_unknown_narrator_is_refused(tmp_path: Path) -> None:
         config_from(write(tmp_path, "repositories:\n  acme/widgets:\n    narrator: gpt\n"))
     with pytest.raises(SettingsError, match="TRACKER_LLM_MODEL"):
         config_from(write(tmp_path, "narrator_model: gpt-4o\n"))
+
+
+# --- Keys and values refused at load, each error naming its key ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["not-a-name", "a/b/c", "-owner/repo", "owner/..", "owner/.", "o" * 40 + "/r", "owner/" + "r" * 101, "own er/r"],
+)
+def test_a_repository_key_must_be_a_github_owner_and_name(tmp_path: Path, name: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        config_from(write(tmp_path, f"repositories:\n  '{name}':\n    timezone: UTC\n"))
+    assert f"repositories: {name!r} is not a GitHub owner/name" in str(caught.value)
+
+
+def test_one_repository_under_two_spellings_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="'Acme/Widgets' and 'acme/widgets' are the same repository"):
+        config_from(write(tmp_path, "repositories:\n  Acme/Widgets: {}\n  acme/widgets:\n    public: false\n"))
+
+
+@pytest.mark.parametrize("value", ["-5", "0", "true", "'12'", "1.5"])
+@pytest.mark.parametrize("where", ["repositories:\n  acme/widgets:\n", "defaults:\n"])
+def test_a_hook_id_must_be_a_positive_whole_number(tmp_path: Path, value: str, where: str) -> None:
+    key = "repositories.acme/widgets.hook_id" if where.startswith("repositories") else "defaults.hook_id"
+    indent = "    " if where.startswith("repositories") else "  "
+    with pytest.raises(SettingsError, match=f"is invalid: {key}: "):
+        config_from(write(tmp_path, f"{where}{indent}hook_id: {value}\n"))
+    config = config_from(write(tmp_path, f"{where}{indent}hook_id: 123456789\n"))
+    assert config.hook_id_for("acme/widgets") == 123456789
+
+
+@pytest.mark.parametrize("directory", ["reports", "./reports", "~/reports", "../reports"])
+def test_a_publish_directory_must_be_absolute(tmp_path: Path, directory: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        config_from(write(tmp_path, f"repositories:\n  acme/widgets:\n    publish:\n      directory: '{directory}'\n"))
+    refused = str(Path(directory))  # as YAML's string becomes a path: `./reports` is `reports`
+    assert f"repositories.acme/widgets.publish.directory: directory must be an absolute path, not {refused!r}" in str(
+        caught.value
+    )
+    absolute = config_from(write(tmp_path, f"defaults:\n  publish:\n    directory: {tmp_path}\n"))
+    assert absolute.publishing_for("acme/widgets").directory == tmp_path
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "tracker.example.com",  # no scheme
+        "javascript:alert(1)",
+        "ftp://tracker.example.com",
+        "https://",
+        "https:///reports",  # no host
+        "https://tracker.example.com/a b",
+        "https://tracker.example.com/\n[x](javascript:alert(1))",
+        "https://tracker.example.com/\x00",
+        "https://tracker.example.com/<script>",
+        'https://tracker.example.com/"onclick="x',
+        "https://tracker.example.com\\@evil.example",
+        "https://trácker.example.com",
+        "https://user:secret@tracker.example.com",
+        "https://tracker.example.com/?a=1",
+        "https://tracker.example.com/#top",
+        "https://[::1",
+        "https://tracker.example.com/" + "a" * 1000,
+    ],
+)
+def test_a_report_url_must_be_a_plain_http_address(tmp_path: Path, url: str) -> None:
+    path = tmp_path / "tracker.yaml"
+    path.write_text(yaml.safe_dump({"repositories": {"acme/widgets": {"publish": {"report_url": url}}}}))
+    with pytest.raises(SettingsError, match="repositories.acme/widgets.publish.report_url: report_url "):
+        config_from(path)
+
+
+@pytest.mark.parametrize(
+    "url", ["https://tracker.example.com", "http://127.0.0.1:8000", "https://example.com/tracker/", "https://[::1]:8000"]
+)
+def test_a_report_url_may_have_a_port_and_a_path(tmp_path: Path, url: str) -> None:
+    config = config_from(write(tmp_path, f"defaults:\n  publish:\n    report_url: '{url}'\n"))
+    assert config.publishing_for("acme/widgets").report_url == url
+
+
+@pytest.mark.parametrize("pattern", [r"(?<![\w-])prettier", r"(format)\s+\1", "(unclosed"])
+def test_a_format_pattern_re2_refuses_is_an_error_naming_the_key(tmp_path: Path, pattern: str) -> None:
+    path = tmp_path / "tracker.yaml"
+    path.write_text(yaml.safe_dump({"repositories": {"acme/widgets": {"classification": {"format_pattern": pattern}}}}))
+    with pytest.raises(SettingsError) as caught:
+        config_from(path)
+    key = "repositories.acme/widgets.classification.format_pattern"
+    assert f"{key}: format_pattern is not a regular expression RE2 accepts" in str(caught.value)

@@ -239,3 +239,34 @@ def test_empty_paths_and_urls_mean_unset(monkeypatch: pytest.MonkeyPatch, no_tra
         monkeypatch.setenv(name, "")
     settings = load_settings()
     assert (settings.config_path, settings.database_url, settings.redis_url) == (None, None, None)
+
+
+# --- TRACKER_DATABASE_URL checked at start-up -------------------------------------------------------
+
+
+def test_a_database_the_ledger_is_not_written_for_is_one_line(tmp_path: Path) -> None:
+    """Probe: `TRACKER_DATABASE_URL=mysql://…`. Before: `tracker run` printed SQLAlchemy's traceback
+    (no MySQLdb module) and exited 0."""
+    with pytest.raises(SettingsError) as caught:
+        load_settings(database_url="mysql://root:hunter2@db.example/test")
+    message = str(caught.value)
+    assert message.startswith("TRACKER_DATABASE_URL names 'mysql', which the tracker does not support")
+    assert "postgresql+psycopg://" in message and "hunter2" not in message
+    made = CliRunner().invoke(
+        main, ["run"], env={"TRACKER_DATABASE_URL": "mysql://root@db.example/test", "TRACKER_DATA_DIR": str(tmp_path)}
+    )
+    assert made.exit_code == 2
+    assert made.output.strip().splitlines() == [f"Error: {message}"]
+
+
+def test_a_sqlite_ledger_in_a_directory_that_does_not_exist_is_refused(tmp_path: Path) -> None:
+    """Probe: a typo in a SQLite path. Before: the directory was created with an empty ledger in it,
+    and the service started as if nothing had ever been received."""
+    typo = tmp_path / "trakcer" / "ledger.sqlite3"
+    with pytest.raises(SettingsError) as caught:
+        load_settings(database_url=f"sqlite:///{typo}")
+    assert str(caught.value).startswith(f"TRACKER_DATABASE_URL puts the ledger in {typo.parent}, which does not exist")
+    assert not typo.parent.exists()
+    # The data directory's own ledger is made, directory and all, as before.
+    assert load_settings(data_dir=tmp_path / "fresh").resolved_database_url.endswith("/fresh/ledger.sqlite3")
+    assert load_settings(database_url="sqlite://").database_url == "sqlite://"

@@ -52,7 +52,8 @@ from tests.test_supervisor import wait_until
 from tracker.store.schema import deliveries, month_activity, pr_facts, pr_versions
 from tracker.web.signature import sign
 
-pytestmark = [pytest.mark.deployment, needs_shared]
+# One xdist worker runs them all, one after another: they use databases of fixed names.
+pytestmark = [pytest.mark.deployment, needs_shared, pytest.mark.xdist_group("deployment")]
 
 ROOT = Path(__file__).resolve().parent.parent
 PROCFILE = ROOT / "Procfile"

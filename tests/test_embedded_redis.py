@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 import redis
+from rq import Queue
 
-from tracker.embedded_redis import EmbeddedRedis
+from tracker.embedded_redis import EVICTION, MAXMEMORY, EmbeddedRedis
 
 
 @pytest.fixture
@@ -41,6 +42,28 @@ def test_start_answers_on_the_socket(server: EmbeddedRedis) -> None:
     assert server.is_running()
     assert server.url == f"unix://{server.socket}"
     assert server.pid == server_pid(server)
+
+
+def test_the_server_caps_its_memory_and_evicts_only_keys_that_expire(server: EmbeddedRedis) -> None:
+    connection = client(server)
+    assert connection.config_get("maxmemory")["maxmemory"] == str(MAXMEMORY)
+    assert connection.config_get("maxmemory-policy")["maxmemory-policy"] == EVICTION == "volatile-lru"
+    # Full of cache entries (each with a time to live, as the tracker writes them), a queued job and its
+    # queue stay and entries go; when nothing that expires is left, a write is refused instead.
+    connection.config_set("maxmemory", 4 * 1024 * 1024)
+    queue = Queue("deliveries", connection=connection)
+    job = queue.enqueue("workers.jobs.process_delivery", "a delivery not processed yet")
+    entry = b"x" * 64 * 1024
+    for number in range(200):  # 12.5 MB
+        connection.set(f"tracker:render:{number}", entry, ex=3600)
+    assert int(connection.info("stats")["evicted_keys"]) > 0
+    assert 0 < len(list(connection.scan_iter(match="tracker:render:*"))) < 200
+    assert queue.get_job_ids() == [job.id] and connection.exists(job.key)
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        for number in range(200):
+            connection.set(f"tracker:lasting:{number}", entry)
+    assert queue.get_job_ids() == [job.id]
+    assert queue.fetch_job(job.id) is not None
 
 
 def test_keep_alive_leaves_a_running_server_alone(server: EmbeddedRedis) -> None:

@@ -343,7 +343,7 @@ def test_plain_text_stays_the_default(
     logging_restored: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("TRACKER_LOG_FORMAT", raising=False)
-    logs.configure(False, load_settings(webhook_secret=SECRET, admin_token="tiny"))  # too short to star
+    logs.configure(False, load_settings(webhook_secret=SECRET, link_secret="tiny"))  # too short to star
     assert logs.log_format() == "text"
     assert logs.child_environment() == {"TRACKER_LOG_FORMAT": "text"}
     with logs.context(delivery_id="d-1", repository="o/r"):

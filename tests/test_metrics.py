@@ -199,11 +199,15 @@ def test_a_known_workload_gives_known_numbers(app: Flask, client: FlaskClient, g
         assert secret not in text
 
 
-def test_a_redis_that_does_not_answer_leaves_its_metrics_out(app: Flask, client: FlaskClient) -> None:
+def test_a_redis_that_does_not_answer_leaves_its_metrics_out(app: Flask, client: FlaskClient, tmp_path: Path) -> None:
     with app.app_context():
         built = services()
     assert built.redis is not None
-    built.redis.connection_pool.connection_kwargs.update(host="127.0.0.1", port=1)  # nothing listens there
+    kwargs = built.redis.connection_pool.connection_kwargs
+    if "path" in kwargs:  # the embedded Redis, on a unix socket
+        kwargs["path"] = str(tmp_path / "nothing.sock")
+    else:
+        kwargs.update(host="127.0.0.1", port=1)  # nothing listens there
     built.redis.connection_pool.disconnect()
     answer = client.get("/metrics")
     assert answer.status_code == 200

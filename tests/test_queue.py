@@ -12,10 +12,11 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.retry import Retry as RedisRetry
-from rq import Queue, Retry, SimpleWorker, get_current_job
+from rq import Queue, Retry, get_current_job
 from rq.job import Job, JobStatus, validate_job_id
 from rq.registry import ScheduledJobRegistry
 
+from tests.conftest import BurstWorker
 from tests.factory import PullRequestStory
 from tests.paths import needs_shared
 from tracker.queue import (
@@ -67,7 +68,7 @@ def github(redis: Redis) -> Queue:
 
 def run_burst(*queues: Queue) -> None:
     """Run every queued job in this process, without the scheduler (scheduled jobs stay scheduled)."""
-    SimpleWorker(list(queues), connection=queues[0].connection).work(burst=True, with_scheduler=False)
+    BurstWorker(list(queues), connection=queues[0].connection).work(burst=True, with_scheduler=False)
 
 
 def counts_from_inside_a_job() -> dict[str, int]:

@@ -30,10 +30,10 @@ ADMIN = "readme-admin-token"
 
 # Commands run elsewhere, by what they start with, and where.
 ELSEWHERE = {
-    "python3 -m venv .venv && .venv/bin/pip install -q -e . && TRACKER_WEBHOOK_SECRET=change-me "
+    "python3 -m venv .venv && .venv/bin/pip install -q -c constraints.txt -e . && TRACKER_WEBHOOK_SECRET=change-me "
     ".venv/bin/tracker run": "the service this test starts (`tracker run` on the embedded defaults); "
     "the install is CI's and newcomer-check's",
-    "python3 -m venv .venv && .venv/bin/pip install -q -e '.[dev]' && .venv/bin/python -m pytest": (
+    "python3 -m venv .venv && .venv/bin/pip install -q -c constraints.txt -e '.[dev]' && .venv/bin/python -m pytest": (
         "the test command itself (.ci/run runs exactly this)"
     ),
     "tracker backfill": "tests/test_cli_history.py runs `tracker backfill --repo … --month …` against the fake GitHub",

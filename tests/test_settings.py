@@ -14,7 +14,7 @@ pytestmark = pytest.mark.usefixtures("no_tracker_environment")
 
 def test_everything_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TRACKER_WEBHOOK_SECRET", "s3cret")
-    monkeypatch.setenv("TRACKER_ADMIN_TOKEN", "admin-token")
+    monkeypatch.setenv("TRACKER_ADMIN_TOKEN", "admin-token-0123456789")
     monkeypatch.setenv("TRACKER_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("TRACKER_DATABASE_URL", "postgresql+psycopg://u:p@db/tracker")
     monkeypatch.setenv("REDIS_URL", "redis://cache:6379/3")
@@ -26,7 +26,7 @@ def test_everything_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch
     assert settings.webhook_secret is not None
     assert settings.webhook_secret.get_secret_value() == "s3cret"
     assert settings.require_webhook_secret() == b"s3cret"
-    assert settings.admin_token is not None and settings.admin_token.get_secret_value() == "admin-token"
+    assert settings.admin_token is not None and settings.admin_token.get_secret_value() == "admin-token-0123456789"
     assert settings.data_dir == tmp_path / "data"
     assert settings.database_url == "postgresql+psycopg://u:p@db/tracker"
     assert settings.resolved_database_url == "postgresql+psycopg://u:p@db/tracker"
@@ -83,6 +83,28 @@ def test_a_blank_secret_is_unset(monkeypatch: pytest.MonkeyPatch, blank: str) ->
     assert settings.webhook_secret is None
     assert settings.admin_token is None
     assert settings.github_token is None
+
+
+@pytest.mark.parametrize("token", ["Z", "tiny9", "fifteen-chars-x", "  padded-short  "])
+def test_a_short_admin_token_is_refused_at_start_up_without_quoting_it(
+    monkeypatch: pytest.MonkeyPatch, token: str
+) -> None:
+    # Issue 31, item 9: a one-character admin token was accepted; it opens every private report.
+    monkeypatch.setenv("TRACKER_ADMIN_TOKEN", token)
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert message.startswith("TRACKER_ADMIN_TOKEN is shorter than 16 characters: set it to a long random value")
+    assert "secrets.token_urlsafe" in message
+    assert token.strip() not in message
+    with pytest.raises(SettingsError, match="TRACKER_ADMIN_TOKEN is shorter"):
+        load_settings(admin_token=token)  # an override is checked the same way
+
+
+def test_an_admin_token_of_16_characters_is_enough(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACKER_ADMIN_TOKEN", "sixteen-chars-xx")
+    token = load_settings().admin_token
+    assert token is not None and token.get_secret_value() == "sixteen-chars-xx"
 
 
 def test_require_webhook_secret_says_what_to_do() -> None:

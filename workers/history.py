@@ -7,7 +7,7 @@ import logging
 import time
 
 from tracker.core.history import RECONCILIATION
-from tracker.github.client import RateLimited, RequestRefused, Unavailable
+from tracker.github.client import BadAnswer, RateLimited, RequestRefused, Unavailable
 from tracker.github.history import DAILY, Target, read_history, redeliver_failed
 from tracker.queue import enqueue_history
 from tracker.services import Services
@@ -75,8 +75,9 @@ def _redeliver(services: Services, client: object, full_name: str, since: int) -
         return []
     try:
         return redeliver_failed(client, full_name, hook_id, since, lambda guid: services.ledger.get(guid) is not None)
-    except (RequestRefused, Unavailable) as exc:
-        # A token without the right to administer hooks: reconciliation itself still did its work.
+    except (RequestRefused, Unavailable, BadAnswer) as exc:
+        # A token without the right to administer hooks, or an answer that is not GitHub's shape:
+        # reconciliation itself still did its work.
         log.warning(
             "could not redeliver the failed deliveries of %s: %s", full_name, exc, extra={"repository": full_name}
         )

@@ -22,7 +22,7 @@ from tracker.reports.records import due_months, final_request, finalize, readine
 from tracker.store.heads import UNAVAILABLE, DeferredHeads
 from workers.drain import follow_up
 from workers.history import reconciliations_due
-from workers.narrate import narrations_due
+from workers.narrate import narration_settled, narrations_due
 from workers.publish import publish, publish_due_partials, publish_month  # noqa: F401  (a job: workers.jobs.publish_month)
 from workers.retention import apply_retention
 from workers.runtime import current
@@ -261,27 +261,36 @@ FINALIZE_RECHECK_SECONDS = 15
 def finalize_month(
     full_name: str, month: str, force: bool = False, trigger: str = "api", deadline: float = 0.0, attempt: int = 0
 ) -> str:
-    """Freeze the month's final report as its record, once nothing it reads is pending (or the
-    deadline passed: the record then says what was left pending); then publish it where configured."""
+    """Freeze the month's final report as its record, once nothing it reads is pending and, for a repository
+    that uses the narrator, its narration ran or failed (or the deadline passed: the record then says what was
+    left pending); then publish it where configured."""
     services = current()
     request = final_request(services.state, services.config, full_name, month, force=force)
     if not force:
         existing = services.records.latest(request.repo, str(request.window.month))
         if existing is not None:
             return f"already recorded (revision {existing.revision})"
-    waiting = readiness(services.state, services.ledger, services.config, request)
-    if not waiting.ready and time.time() < deadline and services.redis is not None:
-        enqueue_finalize(
-            services.records_queue,
-            full_name,
-            month,
-            force=force,
-            trigger=trigger,
-            deadline=deadline,
-            attempt=attempt + 1,
-            at=time.time() + FINALIZE_RECHECK_SECONDS,
-        )
-        return f"waiting for {waiting.pending_deliveries} deliveries and {waiting.pending_classification} PRs' files"
+    if time.time() < deadline and services.redis is not None:
+        # Deliveries and files first, then the narrator (which writes from them): each re-checked later.
+        waiting = readiness(services.state, services.ledger, services.config, request)
+        if not waiting.ready:
+            why = f"{waiting.pending_deliveries} deliveries and {waiting.pending_classification} PRs' files"
+        elif not narration_settled(services, full_name, month):
+            why = "the narrator"
+        else:
+            why = ""
+        if why:
+            enqueue_finalize(
+                services.records_queue,
+                full_name,
+                month,
+                force=force,
+                trigger=trigger,
+                deadline=deadline,
+                attempt=attempt + 1,
+                at=time.time() + FINALIZE_RECHECK_SECONDS,
+            )
+            return f"waiting for {why}"
     record, created = finalize(
         services.state,
         services.ledger,
@@ -311,14 +320,16 @@ def due_work() -> str:
     queued = 0
     for full_name, month in due:
         if services.redis is None:
-            finalize(
+            record, _ = finalize(
                 services.state, services.ledger, services.records, services.config, full_name, month, trigger="schedule"
             )
+            log.info("schedule: %s %s ended: finalised as revision %d", full_name, month, record.revision)
             continue
         deadline = time.time() + settings.finalize_wait
         if enqueue_finalize(
             services.records_queue, full_name, month, force=False, trigger="schedule", deadline=deadline
         ):
+            log.info("schedule: %s %s ended without a record: its finalisation is queued", full_name, month)
             queued += 1
     partial = publish_due_partials(services)
     reconciling = reconciliations_due(services)

@@ -21,7 +21,7 @@ from tracker import metrics
 from tracker.config import PublishConfig
 from tracker.core.window import Month, month_window, today_in
 from tracker.github.client import GitHubError, RateLimited
-from tracker.github.issues import publish_issue
+from tracker.github.issues import link_destination, publish_issue
 from tracker.queue import enqueue_publish
 from tracker.reports.loading import MonthRequest, report_for
 from tracker.reports.render import render
@@ -123,7 +123,8 @@ def as_file(markdown: str, month: str, lang: str) -> str:
 
 def as_issue(markdown: str, month: str, full_name: str, report_url: str | None) -> str:
     """The report as an issue body: the link to the Chinese report points at this service when its
-    address is configured (a relative link would point into github.com), else the line goes."""
+    address is configured (a relative link would point into github.com), else the line goes. The
+    address is written `<…>` (`link_destination`), so nothing in it can end the link."""
     lines = markdown.split("\n")
     for index, line in enumerate(lines[:6]):
         marker = f"({month}.md?lang=zh-CN&cutoff="
@@ -134,7 +135,7 @@ def as_issue(markdown: str, month: str, full_name: str, report_url: str | None) 
                 start = line.index(marker)
                 end = line.index(")", start)
                 url = f"{report_url.rstrip('/')}/reports/{full_name}/{month}.md?lang=zh-CN"
-                lines[index] = f"{line[:start]}({url}){line[end + 1 :]}"
+                lines[index] = f"{line[:start]}({link_destination(url)}){line[end + 1 :]}"
             break
     return "\n".join(lines)
 

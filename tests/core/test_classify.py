@@ -7,9 +7,12 @@ Every expected category is written by hand; none is computed by the code under t
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -573,7 +576,7 @@ def test_custom_paths(files: list[ChangedFile], rules: Rules, expected: Category
     assert category is expected
 
 
-PRETTIER = Rules(format_pattern=r"(?<![\w-])prettier(?![\w-])")
+PRETTIER = Rules(format_pattern=r"(?:^|[^\w-])prettier(?:[^\w-]|$)")  # RE2: no lookaround
 
 
 @pytest.mark.parametrize(
@@ -587,6 +590,12 @@ PRETTIER = Rules(format_pattern=r"(?<![\w-])prettier(?![\w-])")
 )
 def test_custom_format_pattern(title: str, expected: Category) -> None:
     assert category_of([changed("web/app.js")], title, rules=PRETTIER)[0] is expected
+
+
+def test_a_custom_format_pattern_reads_a_title_with_a_lone_surrogate() -> None:
+    # json.loads (which reads GitHub's REST answers) keeps a lone `\ud800`; RE2 reads UTF-8.
+    assert PRETTIER.says_formatting("Run prettier \ud800")
+    assert not PRETTIER.says_formatting("\ud800")
 
 
 # --- Configuration: repository over defaults over built-in ------------------------------------------
@@ -650,6 +659,36 @@ def test_rules_for_classifies_with_the_repository_rules() -> None:
 def test_format_pattern_must_compile() -> None:
     with pytest.raises(ValidationError, match="format_pattern is not a regular expression"):
         ClassificationConfig(format_pattern="(unclosed")
+    # RE2 has no backtracking constructs: refused when the config loads, not when a title arrives.
+    for pattern in (r"(?<!re)format", r"(format)\s+\1"):
+        with pytest.raises(ValidationError, match="RE2 syntax: no backreferences or lookaround"):
+            ClassificationConfig(format_pattern=pattern)
+
+
+# Run in a child process: were the pattern run by a backtracking engine, the test would fail at the
+# timeout instead of hanging the suite (no duration is asserted).
+CATASTROPHIC = """
+import sys
+from pathlib import Path
+from tracker.config import load_config
+from tracker.core.classify import ChangedFile, classify_head, classify_pull_request
+from tracker.settings import load_settings
+
+rules = load_config(load_settings(config_path=Path(sys.argv[1]))).rules_for("acme/widgets")
+verdict = classify_head("f" * 40, [ChangedFile("a.py", patch="@@ -1 +1 @@\\n-x=1\\n+x = 1\\n")], rules)
+title = "a" * 1000 + "!"  # `^(a+)+$` tries every way to split the run of `a`s before the `!` fails it
+print(classify_pull_request(verdict, title, [title], rules)[0], classify_pull_request(verdict, "AAA", [], rules)[0])
+"""
+
+
+def test_a_catastrophic_format_pattern_cannot_hang_classification(tmp_path: Path) -> None:
+    config = tmp_path / "tracker.yaml"
+    config.write_text("repositories:\n  acme/widgets:\n    classification:\n      format_pattern: '^(a+)+$'\n")
+    done = subprocess.run(
+        [sys.executable, "-c", CATASTROPHIC, str(config)], capture_output=True, text=True, timeout=20, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["substantive", "format_only"]  # the pattern still works, case-insensitive
 
 
 # --- Real merged Megatron-LM PRs ---------------------------------------------------------------------

@@ -698,3 +698,11 @@ def random_prs(rng: random.Random) -> list[GroupInput]:
 def test_groups_equal_the_pairwise_oracle(seed: int) -> None:
     prs = random_prs(random.Random(seed))
     assert change_groups(prs) == oracle(prs)
+
+
+def test_a_run_of_digits_too_long_for_a_pr_number_is_not_one() -> None:
+    """Probe: a PR body of `cp #` and 5,000 digits. Before: int() refused it (Python converts at most
+    4,300 digits) and every report of the month failed."""
+    assert body_references("cp #" + "9" * 5000) == set()
+    assert body_references("cp #" + "9" * 20 + " and cp #12") == {12}
+    assert body_references("cp #" + "9" * 19) == {int("9" * 19)}

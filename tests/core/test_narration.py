@@ -159,7 +159,7 @@ def test_the_report_groups_the_twins_as_one_change() -> None:
 
 
 def test_the_input_is_the_sections_outline_and_the_text_of_each_change() -> None:
-    assert PROMPT_VERSION == "1"
+    assert PROMPT_VERSION == "2"
     assert delivered_input() == SectionInput(
         repo="NVIDIA/Megatron-LM",
         month="2026-09",
@@ -596,7 +596,7 @@ S = "themes[1].highlights[0].sentence"
         (lambda d: sentence(d, "See [the guide](guide) first."), [("markdown", S)]),
         (lambda d: sentence(d, "Adds `torch.compile` support."), [("markdown", S)]),
         (lambda d: sentence(d, "A **much** faster router."), [("markdown", S)]),
-        (lambda d: sentence(d, "A __much__ faster router."), [("markdown", S)]),
+        (lambda d: sentence(d, "A __much faster__ router."), [("markdown", S)]),
         (lambda d: sentence(d, "A <b>much</b> faster router."), [("markdown", S)]),
         (lambda d: sentence(d, "Router | Loader"), [("markdown", S)]),
         (lambda d: sentence(d, "- The router is faster."), [("markdown", S)]),

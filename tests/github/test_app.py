@@ -32,7 +32,7 @@ from werkzeug.wrappers import Request, Response
 from tests.conftest import SECRET, fixture_payload, post, run_jobs, running_app
 from tests.paths import FIXTURES, require_shared
 from tracker.github.app import TOKEN_MARGIN, AppNotInstalled, GitHubApp
-from tracker.github.client import GitHubClient, RequestRefused
+from tracker.github.client import BadAnswer, GitHubClient, RequestRefused
 from tracker.services import Services
 from tracker.settings import Settings, SettingsError, load_settings
 from tracker.store.installations import InstallationStore
@@ -113,6 +113,7 @@ class FakeAppGitHub:
         self.jwts: list[str] = []  # every JWT presented, valid or not
         self.claims: list[dict[str, Any]] = []  # the claims of the valid ones
         self.file_tokens: list[str] = []  # the bearer tokens the files requests carried
+        self.files_link: str | None = None  # a `Link` header for the files answers
         self._lock = threading.Lock()
         self._server = make_server("127.0.0.1", 0, self._app, threaded=True, request_handler=_QuietHandler)
         self.url = f"http://127.0.0.1:{self._server.server_port}"
@@ -177,7 +178,10 @@ class FakeAppGitHub:
             self.file_tokens.append(bearer)
             if not self._may_read(bearer, match.group(1).lower()):
                 return _json({"message": "Bad credentials", "status": "401"}, 401)
-            return _json(_FILES)
+            answer = _json(_FILES)
+            if self.files_link is not None:
+                answer.headers["Link"] = self.files_link
+            return answer
         return _json({"message": "Not Found"}, 404)
 
     def check_jwt(self, presented: str) -> Response | None:
@@ -430,6 +434,23 @@ def test_a_client_asks_its_auth_for_every_request(fake: FakeAppGitHub) -> None:
             client.pull_request_files(REPO, 1)
         client.pull_request_files(REPO, 1)
     assert fake.file_tokens == ["unknown", PERSONAL_TOKEN]
+
+
+def test_an_installation_token_never_leaves_the_api_origin(
+    pem: str, private_key: rsa.RSAPrivateKey, fake: FakeAppGitHub, clock: Clock
+) -> None:
+    elsewhere = FakeAppGitHub(private_key.public_key(), clock)
+    try:
+        fake.files_link = f'<{elsewhere.url}/repos/{REPO}/pulls/1/files?page=2>; rel="next"'
+        app = make_app(pem, fake, clock)
+        client = GitHubClient(fake.url, auth=lambda: app.token_for(REPO), attempts=1)
+        with pytest.raises(BadAnswer, match="another origin") as raised:
+            client.pull_request_files(REPO, 1)
+        assert fake.file_tokens == [next(iter(fake.issued))]  # the first page, with the installation's token
+        assert elsewhere.requests == [] and elsewhere.file_tokens == []
+        assert not any(token in str(raised.value) for token in fake.issued)
+    finally:
+        elsewhere.close()
 
 
 def test_an_installation_named_by_a_webhook_is_recorded_and_then_used(

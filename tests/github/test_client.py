@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,7 +15,15 @@ from tests.paths import require_shared
 require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
 
 from tests.fake_github import FakeGitHub, Scripted  # noqa: E402
-from tracker.github.client import GitHubClient, RateLimited, RequestRefused, Unavailable  # noqa: E402
+from tracker.github.client import (  # noqa: E402
+    FILES_PAGES,
+    BadAnswer,
+    GitHubClient,
+    LimitExceeded,
+    RateLimited,
+    RequestRefused,
+    Unavailable,
+)
 
 REPO = "NVIDIA/Megatron-LM"
 
@@ -179,3 +190,116 @@ def test_every_client_shares_the_process_tls_context() -> None:
     finally:
         first.close()
         second.close()
+
+
+# --- what a hostile or broken GitHub cannot do (issue 31) ----------------------------------------------
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[FakeGitHub]:
+    """A second server, on another origin: it must never hear from the client."""
+    server = FakeGitHub()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_a_next_link_to_another_origin_is_refused_and_the_token_stays_home(
+    fake: FakeGitHub, elsewhere: FakeGitHub
+) -> None:
+    port = fake.url.rsplit(":", 1)[1]
+    for target in (
+        f"{elsewhere.url}/repos/{REPO}/pulls/7/files?page=2",  # another port
+        f"https://127.0.0.1:{port}/repos/{REPO}/pulls/7/files?page=2",  # another scheme
+        f"{fake.url}@{elsewhere.url.removeprefix('http://')}/repos/{REPO}/pulls/7/files?page=2",  # a userinfo
+    ):
+        fake.script(r"/files", Scripted(200, {"Link": f'<{target}>; rel="next"'}, [{"filename": "a.py"}]))
+        with client_for(fake) as client, pytest.raises(BadAnswer, match="another origin") as raised:
+            client.pull_request_files(REPO, 7)
+        assert "secret-token-123" not in str(raised.value)
+    assert elsewhere.requests == [] and elsewhere.last_headers == {}
+    assert fake.count(r"/files") == 3  # the first page each time, never retried
+
+
+def test_a_redirect_is_followed_on_the_api_origin_only(fake: FakeGitHub, elsewhere: FakeGitHub) -> None:
+    fake.set_files(REPO, 8, "b" * 40, ["b.py"])
+    fake.script(r"/pulls/7$", Scripted(301, {"Location": f"{fake.url}/repos/{REPO}/pulls/8"}))
+    with client_for(fake) as client:
+        assert client.pull_request(REPO, 7)["head"]["sha"] == "b" * 40  # a renamed repository, say
+    assert fake.last_headers["Authorization"] == "Bearer secret-token-123"
+    for status in (301, 302, 307, 308):
+        fake.script(r"/pulls/7$", Scripted(status, {"Location": f"{elsewhere.url}/repos/{REPO}/pulls/8"}))
+        with client_for(fake) as client, pytest.raises(BadAnswer, match="another origin"):
+            client.pull_request(REPO, 7)
+    assert elsewhere.requests == []
+
+
+def test_an_endless_listing_stops_at_its_page_limit(fake: FakeGitHub) -> None:
+    link = {"Link": f'<{fake.url}/repos/{REPO}/pulls/7/files?per_page=100&page=2>; rel="next"'}
+    fake.script(r"/files", *(Scripted(200, link, [{"filename": f"f{i}.py"}]) for i in range(FILES_PAGES + 1)))
+    with client_for(fake) as client, pytest.raises(LimitExceeded, match=f"past {FILES_PAGES} pages, the page limit"):
+        client.pull_request_files(REPO, 7)
+    assert fake.count(r"/files") == FILES_PAGES
+
+
+def test_a_page_holds_at_most_100_items(fake: FakeGitHub) -> None:
+    fake.script(r"/files", Scripted(200, {}, [{"filename": f"f{i}.py"} for i in range(101)]))
+    with client_for(fake) as client, pytest.raises(LimitExceeded, match="101 items on one page"):
+        client.pull_request_files(REPO, 7)
+
+
+def test_a_trickling_answer_stops_at_the_time_limit(fake: FakeGitHub) -> None:
+    body = json.dumps([{"filename": "a.py"}] * 20).encode()  # a byte every 50 ms: seconds in all
+    fake.script(r"/files", Scripted(200, raw=body, trickle=0.05))
+    with client_for(fake, deadline=0.5) as client, pytest.raises(LimitExceeded, match="time limit of an answer"):
+        client.pull_request_files(REPO, 7)
+    assert fake.count(r"/files") == 1  # not retried in place
+
+
+def test_an_oversized_answer_stops_at_the_size_limit(fake: FakeGitHub) -> None:
+    fake.set_files(REPO, 7, "a" * 40, [f"megatron/core/file_{i}.py" for i in range(100)])  # ~150 KB
+    with client_for(fake, max_bytes=20_000) as client, pytest.raises(LimitExceeded, match="size limit of an answer"):
+        client.pull_request_files(REPO, 7)
+    # Compressed, its declared length is small: the limit counts the bytes as they are decompressed.
+    bomb = gzip.compress(b"[" + b" " * 1_000_000 + b"]")
+    fake.script(r"/files", Scripted(200, {"Content-Encoding": "gzip"}, raw=bomb))
+    with client_for(fake, max_bytes=20_000) as client, pytest.raises(LimitExceeded, match="20000 bytes"):
+        client.pull_request_files(REPO, 7)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (Scripted(200, raw=b'{"number": 7, '), "is not JSON"),
+        (Scripted(200, raw=b"[" * 100_000 + b"]" * 100_000), "is not JSON"),  # deeper than the parser goes
+        (Scripted(200, body=[1, 2]), "answered a list where its API documents an object"),
+        (Scripted(200, body="7"), "answered a string where its API documents an object"),
+    ],
+)
+def test_an_object_that_is_not_one_is_a_bad_answer(fake: FakeGitHub, answer: Scripted, message: str) -> None:
+    fake.script(r"/pulls/7$", answer)
+    with client_for(fake) as client, pytest.raises(BadAnswer, match=message):
+        client.pull_request(REPO, 7)
+    assert fake.count(r"/pulls/7$") == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"message": "a listing?"}, "answered an object where its API documents a list of objects"),
+        ([{"filename": "a.py"}, "b.py"], "answered a list holding a string where its API documents objects"),
+    ],
+)
+def test_a_listing_that_is_not_one_is_a_bad_answer(fake: FakeGitHub, body: Any, message: str) -> None:
+    fake.script(r"/files", Scripted(200, body=body))
+    with client_for(fake) as client, pytest.raises(BadAnswer, match=message):
+        client.pull_request_files(REPO, 7)
+
+
+def test_a_malformed_answer_is_not_kept_in_the_response_cache(fake: FakeGitHub) -> None:
+    fake.script(r"/pulls/7$", Scripted(200, {"ETag": '"broken"'}, raw=b"{"))
+    cache = MemoryCache()
+    with client_for(fake, cache=cache) as client, pytest.raises(BadAnswer):
+        client.pull_request(REPO, 7)
+    assert cache.entries == {}

@@ -17,7 +17,7 @@ from tests.paths import require_shared
 
 require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
 
-from tests.conftest import post, release_due_jobs, run_jobs  # noqa: E402
+from tests.conftest import BurstWorker, post, release_due_jobs, run_jobs  # noqa: E402
 from tests.factory import PullRequestStory  # noqa: E402
 from tests.fake_github import FakeGitHub, Scripted  # noqa: E402
 from tracker.config import load_config  # noqa: E402
@@ -82,10 +82,9 @@ def test_a_test_only_pr_is_excluded_with_evidence(app: Flask, client: FlaskClien
 def test_pending_until_the_files_arrive(app: Flask, client: FlaskClient, github: FakeGitHub) -> None:
     deliver(client, PullRequestStory(1, at("2026-09-02T01:00:00Z")).opened())
     with app.app_context():
-        from rq import SimpleWorker
 
         s = services()
-        SimpleWorker([s.delivery_queue], connection=s.redis).work(burst=True)  # deliveries only, not GitHub
+        BurstWorker([s.delivery_queue], connection=s.redis).work(burst=True)  # deliveries only, not GitHub
     document = snapshot(client)
     assert document["pending_classification"] == 1
     assert by_number(document)[1]["category"] == "pending"
@@ -266,12 +265,11 @@ def test_a_rate_limit_holds_every_fetch_back(app: Flask, client: FlaskClient, gi
 def test_the_sweep_asks_again_for_files_lost_with_redis(app: Flask, client: FlaskClient, github: FakeGitHub) -> None:
     deliver(client, PullRequestStory(1, at("2026-09-02T01:00:00Z")).opened())
     with app.app_context():
-        from rq import SimpleWorker
 
         from workers.sweep import sweep
 
         s = services()
-        SimpleWorker([s.delivery_queue], connection=s.redis).work(burst=True)
+        BurstWorker([s.delivery_queue], connection=s.redis).work(burst=True)
         s.redis.flushdb()  # the fetch job is gone
         sweep(s, grace_seconds=0)
     run_jobs(app)
@@ -284,7 +282,6 @@ def test_a_fetch_marker_from_before_a_redis_restart_does_not_hold_the_sweep_back
     """Redis restarted from its append-only file: the marker of a fetch came back, the job a worker had
     taken did not. The sweep asks again at once instead of 15 minutes later; a marker of this run is a
     fetch on its way, and the sweep adds none."""
-    from rq import SimpleWorker
 
     from tracker.queue import fetch_marker, redis_run
     from workers.sweep import sweep
@@ -293,7 +290,7 @@ def test_a_fetch_marker_from_before_a_redis_restart_does_not_hold_the_sweep_back
     deliver(client, story)
     with app.app_context():
         s = services()
-        SimpleWorker([s.delivery_queue], connection=s.redis).work(burst=True)  # the drain: a fetch is queued
+        BurstWorker([s.delivery_queue], connection=s.redis).work(burst=True)  # the drain: a fetch is queued
         marker = fetch_marker(REPO.lower(), 1, head_of(story, 0))
         assert s.redis.get(marker) == redis_run(s.redis).encode()
         s.github_queue.empty()  # the job was taken by a worker that died with Redis
@@ -417,3 +414,42 @@ def test_a_batch_of_one_repository_opens_one_client(
     assert snapshot(client)["pending_classification"] == 0
     assert github.count(r"/pulls/\d+/files") == 3
     assert opened == [REPO]
+
+
+@pytest.mark.parametrize(
+    ("answers", "message"),
+    [
+        # An endless chain of next links: the fetch stops at GitHub's 3,000 files (30 pages of 100).
+        (
+            [
+                Scripted(200, {"Link": '<{url}/repos/NVIDIA/Megatron-LM/pulls/2/files?page=2>; rel="next"'}, [])
+                for _ in range(31)
+            ],
+            "goes on past 30 pages, the page limit",
+        ),
+        ([Scripted(200, raw=b"<html>502 Bad Gateway</html>")], "is not JSON"),
+        ([Scripted(200, body=[{"filename": ["a.py"]}])], "'filename' as a list, not a string"),
+    ],
+)
+def test_a_bad_answer_fails_its_head_and_not_the_others(
+    app: Flask, client: FlaskClient, github: FakeGitHub, answers: list[Scripted], message: str
+) -> None:
+    for answer in answers:
+        answer.headers = {k: v.format(url=github.url) for k, v in answer.headers.items()}
+    github.script(r"/pulls/2/files", *answers)
+    for n in (1, 2, 3):
+        deliver(client, PullRequestStory(n, at(f"2026-09-0{n}T01:00:00Z")).opened())
+    run_jobs(app)  # one drain, then one job for the three heads: it fails, naming what was wrong
+    with app.app_context():
+        from rq.registry import FailedJobRegistry
+
+        s = services()
+        [failed] = [s.github_queue.fetch_job(i) for i in FailedJobRegistry(queue=s.github_queue).get_job_ids()]
+        assert failed is not None and failed.func_name == "workers.jobs.fetch_heads"
+        result = failed.latest_result()
+        assert result is not None
+        assert "1 of 3 heads failed (NVIDIA/Megatron-LM#2 at " in str(result.exc_string)
+        assert message in str(result.exc_string)
+        assert s.github_queue.count == 0  # failed, not re-scheduled
+    assert github.count(r"/pulls/2/files") == len(answers) - (1 if len(answers) > 1 else 0)
+    assert snapshot(client)["pending_classification"] == 1  # PR 2 waits; 1 and 3 are classified

@@ -344,22 +344,67 @@ def test_a_report_that_fits_is_published_whole() -> None:
     assert fit_body(markdown, marker_line=MARKER, full_report_url=FULL) == MARKER + "\n" + markdown
 
 
-def test_a_hundred_themes_are_cut_at_a_theme_boundary() -> None:
+def whole_or_shortened(kept: str, whole: str) -> bool:
+    """`kept` is the theme `whole`, or its first lines and a line that counts the pull requests left
+    out and links the full report."""
+    if kept == whole:
+        return True
+    shown, cut, more = kept.rpartition("\n\n… and ")
+    left_out = len(re.findall(r"#\d+\]\(https://github\.com/", whole[len(shown) :]))
+    counted = f"{left_out} more pull request{'' if left_out == 1 else 's'}" if left_out else "more"
+    return bool(cut) and whole.startswith(shown + "\n") and more == f"{counted} in [the full report](<{FULL}>)."
+
+
+def headings_of(text: str) -> list[str]:
+    return re.findall(r"^### .*$", text, flags=re.MULTILINE)
+
+
+def test_a_hundred_themes_all_appear_each_shortened_to_its_share() -> None:
     markdown = report(delivered=60, in_progress=40, bullets=12)
     assert len(themes_of(markdown)) == 100 and len(markdown) > BODY_LIMIT
     body = fit_body(markdown, marker_line=MARKER, full_report_url=FULL)
     assert github_length(body) <= BODY_LIMIT
     assert body.splitlines()[0] == MARKER
-    kept = themes_of(body.split("\n> This issue shows")[0])
-    assert 0 < len(kept) < 100
-    assert kept == themes_of(markdown)[: len(kept)]  # whole themes, the report's first ones, in order
-    shown = re.search(r"> This issue shows (\d+) of 100 themes: GitHub allows 65,536 characters", body)
-    assert shown is not None and int(shown.group(1)) == len(kept)
+    kept = themes_of(body.split("\n\n> This issue shows")[0])
+    assert headings_of("\n".join(kept)) == headings_of(markdown)  # every theme, in order
+    assert all(whole_or_shortened(k, w) for k, w in zip(kept, themes_of(markdown), strict=True))
+    assert "> This issue shows 100 of 100 themes, the longest shortened: GitHub allows 65,536 characters" in body
     assert body.index("## Overview") < body.index("### Delivered theme 0") < body.index("> This issue shows")
     assert body.index("> This issue shows") < body.index("## Scope and Method")
     assert body.endswith("## Scope and Method\n\nThe report covers pull requests of `NVIDIA/Megatron-LM` ...\n")
-    # Little room is left: not another theme's worth.
-    assert BODY_LIMIT - github_length(body) < len(themes_of(markdown)[len(kept)])
+    # Equal themes get equal shares, and little room is left: not another bullet's worth.
+    assert len({k.count("\n- ") for k in kept}) <= 2
+    assert BODY_LIMIT - github_length(body) < max(len(line) for line in markdown.splitlines())
+
+
+def test_one_huge_theme_of_hostile_titles_hides_no_other_theme() -> None:
+    from tracker.reports.render import markdown_text
+
+    hostile = "@everyone ### Not a heading <!-- [click](javascript:alert(1)) `x` **#1** "
+    lines = []
+    for number in range(5000, 5700):  # 700 bullets of 200-character titles: several times the limit
+        cite = f"[main #{number}](https://github.com/NVIDIA/Megatron-LM/pull/{number})"
+        lines.append(f"- **Hostile**: {markdown_text((hostile * 3)[:200])} ({cite})")
+    markdown = report(delivered=6, in_progress=3, bullets=3)
+    first = "### Delivered theme 0\n\n6 pull requests in this theme.\n\n"
+    markdown = markdown.replace(first, first + "\n".join(lines) + "\n", 1)
+    assert len(themes_of(markdown)[0]) > BODY_LIMIT
+    body = fit_body(markdown, marker_line=MARKER, full_report_url=FULL)
+    assert github_length(body) <= BODY_LIMIT
+    kept = themes_of(body.split("\n\n> This issue shows")[0])
+    assert headings_of("\n".join(kept)) == headings_of(markdown)  # all nine themes, in order
+    huge, *others = kept
+    assert others == themes_of(markdown)[1:]  # the others whole
+    assert huge != themes_of(markdown)[0] and whole_or_shortened(huge, themes_of(markdown)[0])
+    assert re.search(r"… and \d{3} more pull requests in \[the full report\]", huge)
+    assert "## Scope and Method" in body
+
+    import cmarkgfm
+
+    html = cmarkgfm.github_flavored_markdown_to_html(body, options=cmarkgfm.cmark.Options.CMARK_OPT_UNSAFE)
+    assert html.count("<h3>") == 9 and html.count("<h2>") == 4  # no heading, link or comment of a title's
+    assert 'href="javascript' not in html and "Not a heading" in html
+    assert f'<a href="{FULL.replace("&", "&amp;")}">the full report</a>' in html
 
 
 def test_the_body_is_within_the_limit_whatever_the_limit() -> None:
@@ -368,14 +413,17 @@ def test_the_body_is_within_the_limit_whatever_the_limit() -> None:
         body = fit_body(markdown, marker_line=MARKER, full_report_url=FULL, limit=limit)
         assert github_length(body) <= limit and body.startswith(MARKER + "\n")
         kept = themes_of(body.split("\n\n> This issue shows")[0])
-        assert kept == themes_of(markdown)[: len(kept)]
+        whole = themes_of(markdown)[: len(kept)]  # the report's first themes, in order
+        assert all(whole_or_shortened(k, w) for k, w in zip(kept, whole, strict=True))
 
 
 def test_a_section_none_of_whose_themes_fit_is_left_out_with_its_heading() -> None:
+    # Too small a limit for even the heading of every theme: the report's first themes that fit.
     markdown = report(delivered=40, in_progress=40, bullets=12)
-    body = fit_body(markdown, marker_line=MARKER, full_report_url=FULL, limit=20_000)
-    assert github_length(body) <= 20_000
+    body = fit_body(markdown, marker_line=MARKER, full_report_url=FULL, limit=6_000)
+    assert github_length(body) <= 6_000
     assert "## Delivered" in body and "## In Progress" not in body
+    assert re.search(r"> This issue shows \d+ of 80 themes, the longest shortened", body)
 
 
 def test_the_cut_renders_as_github_would() -> None:

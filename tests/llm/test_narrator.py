@@ -82,7 +82,7 @@ def test_valid_prose_in_both_languages(fake: FakeOpenAI) -> None:
     assert cited(delivered.english) == cited(delivered.chinese) == ["change-6060", "change-6070", "change-6080"]
     assert delivered.english.themes[0].title == "GTP reaches the MoE router"
     assert result.requests == 4 and result.prompt_tokens == 4 * 120 and result.completion_tokens == 4 * 30
-    assert (result.model, result.prompt_version) == ("test-model", "1")
+    assert (result.model, result.prompt_version) == ("test-model", narration.PROMPT_VERSION)
     # What went out: the strict schema, and the English (not the PR data) to translate.
     first, second = fake.bodies[0], fake.bodies[1]
     assert first["response_format"]["json_schema"]["strict"] is True
@@ -280,3 +280,59 @@ def test_apply_refuses_prose_that_does_not_place_exactly_the_sections_changes() 
     for prose in (wrong, twice):
         applied = narration.apply(report, {DELIVERED: (prose, prose)}, "m")
         assert applied.sections == report.sections
+
+
+# --- what the caller is told (issue 31, item 12) ---------------------------------------------------------------
+
+
+def test_every_http_request_is_counted_each_429_retry_included(fake: FakeOpenAI) -> None:
+    limited = Status(429, {"Retry-After": "0"}, {"error": {"message": "slow down", "type": "requests"}})
+    fake.script(limited, limited, limited)
+    chat = ChatClient(fake.url, None, "test-model", timeout=5.0, max_retries=2, sleep=lambda _: None)
+    result = narrate(laid_out(PRS), chat)
+    assert len(fake.requests) == 3
+    assert result.requests == 3  # the client's three tries, not one call
+    assert result.retry_after == 0.0 and result.error is None  # a rate limit says when: no failure
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason", "said"),
+    [
+        (Status(401, {}, {"error": {"message": "Incorrect API key", "code": "invalid_api_key"}}), "http", "401"),
+        (Status(503), "http", "503"),
+        (Slow(1.0, reply(VALID)), "timeout", "did not answer within"),
+        (Status(429, {}, {"error": {"message": "quota", "code": "insufficient_quota"}}), "quota", "quota is used up"),
+    ],
+)
+def test_a_failing_endpoint_is_an_error_the_caller_is_told(
+    fake: FakeOpenAI, answer: Any, reason: str, said: str
+) -> None:
+    fake.script(answer, answer, answer, answer)
+    chat = ChatClient(fake.url, "sk-test-secret", "test-model", timeout=0.3, max_retries=0, sleep=lambda _: None)
+    result = narrate(laid_out(PRS), chat)
+    assert result.error is not None and said in result.error and "sk-test-secret" not in result.error
+    assert result.fallbacks[0] == Fallback(DELIVERED, "english", reason)
+    assert result.retry_after is None and result.narrated == ()
+
+
+def test_the_method_section_names_the_sections_a_model_wrote(fake: FakeOpenAI) -> None:
+    fake.script(reply(broken("invented")), reply(broken("invented")), reply(OPEN_VALID), reply(chinese(OPEN_VALID)))
+    before, after = narrated_report(fake)
+    english, chinese_text = render(after, "md", "en"), render(after, "md", "zh-CN")
+    assert "the text of In Progress was written by a language model (`test-model`)" in english
+    assert "The text of Delivered is assembled from cleaned pull-request titles without a language model." in english
+    assert "“进行中的方向”的正文由语言模型（`test-model`）" in chinese_text
+    assert "“已交付成果”的正文由清理后的 PR 标题组装而成，未使用语言模型。" in chinese_text
+    # Without prose, it says what it always said.
+    plain = render(before, "md", "en")
+    assert "the text is assembled from cleaned pull-request titles without a language model." in plain
+    assert "written by a language model" not in plain
+    assert "正文由清理后的 PR 标题组装而成，未使用语言模型。" in render(before, "md", "zh-CN")
+
+
+def test_the_method_section_of_a_report_all_written_by_a_model(fake: FakeOpenAI) -> None:
+    fake.script(reply(VALID), reply(chinese(VALID)), reply(OPEN_VALID), reply(chinese(OPEN_VALID)))
+    _, after = narrated_report(fake)
+    english = render(after, "md", "en")
+    assert "the text of Delivered and In Progress was written by a language model" in english
+    assert "without a language model" not in english

@@ -187,7 +187,8 @@ def test_the_index_without_data_says_how_to_begin(served_empty: str) -> None:
         answer = page.goto(f"{served_empty}{UNKNOWN}")
         assert answer is not None and answer.status == 404
         expected_404(problems)
-        assert "no deliveries have been received for someone/else" in page.locator("#message").inner_text()
+        said = page.locator("#message").inner_text()
+        assert "no reports of someone/else to show: no deliveries have been received for it" in said
         with page.expect_navigation():
             page.click("text=All repositories and months")
         assert page.url == f"{served_empty}/"

@@ -1,4 +1,5 @@
-"""Issue 8, items 5, 6 and the shape check: what a captured delivery or a hand-made body can do.
+"""Issue 8, items 5, 6 and the shape check, and issue 31, items 7 and 9: what a captured delivery or
+ping, or a hand-made body, can do.
 
 Each probe goes through the real app (real ledger, real Redis) and checks that nothing it should
 refuse is stored, queued or reported.
@@ -14,9 +15,11 @@ from urllib.parse import urlencode
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from sqlalchemy import func, select
 
 from tests.conftest import fixture_payload, post, run_jobs, signed_headers, stored_count
 from tests.paths import needs_shared
+from tracker.store.schema import hooks
 from tracker.web.context import MAX_BODY_BYTES, services
 from tracker.web.signature import sign
 
@@ -134,6 +137,12 @@ def edited(path: str, value: Any) -> dict[str, Any]:
         ("pull_request.base", {"ref": ["main"]}),
         ("pull_request.head.sha", "../../../user/repos"),
         ("pull_request.base.sha", "main"),
+        # Issue 31, item 9: GitHub's numbers and ids fit in 63 bits; a larger one was answered 202,
+        # then failed in the worker for 13 minutes.
+        ("pull_request.number", 2**63),
+        ("pull_request.number", 10**30),
+        ("number", 2**63),
+        ("installation", {"id": 2**63}),
     ],
 )
 def test_a_body_the_worker_could_not_parse_is_refused_at_the_door(
@@ -143,6 +152,94 @@ def test_a_body_the_worker_could_not_parse_is_refused_at_the_door(
     assert answer.status_code == 422, answer.json
     assert answer.json["error"].startswith(f"the pull_request body lacks what the tracker needs: {path}")
     assert stored_count(app) == 0 and queued(app) == 0
+
+
+def test_the_largest_63_bit_number_is_accepted(app: Flask, client: FlaskClient) -> None:
+    answer = post(client, edited("pull_request.number", 2**63 - 1), "pull_request", "largest")
+    assert answer.status_code == 202, answer.json
+
+
+# --- issue 31, item 7: a captured ping ------------------------------------------------------------
+
+
+def ping_headers(body: bytes, delivery_id: str, hook_id: str) -> dict[str, str]:
+    return {**signed_headers(body, "ping", delivery_id), "X-GitHub-Hook-ID": hook_id}
+
+
+def test_a_captured_ping_replayed_with_made_up_hook_ids_grows_nothing(app: Flask, client: FlaskClient) -> None:
+    """Before: the hook id came from the unsigned X-GitHub-Hook-ID header, so each replay with a new
+    one added a hook to status (300 replays grew the anonymous answer from 3.5 KB to 652 KB)."""
+    body = json.dumps(fixture_payload("ping.json")).encode()
+    assert client.post("/webhook", data=body, headers=ping_headers(body, "ping-0", "109948940")).status_code == 200
+    first = client.get("/api/v1/status").get_data()
+    for n in range(1, 60):
+        made_up = str(n) * 2000 if n % 2 else f"{10**18 + n}"
+        answer = client.post("/webhook", data=body, headers=ping_headers(body, f"ping-{n}", made_up))
+        assert answer.status_code == 200
+        assert answer.json["hook_id"] == "109948940"  # the signed body's, whatever the header says
+    status = client.get("/api/v1/status")
+    [hook] = status.json["hooks"]
+    assert (hook["hook_id"], hook["pings"]) == ("109948940", 60)
+    assert len(status.get_data()) <= len(first) + 10  # the ping count's digits, nothing more
+    with app.app_context(), services().ledger.engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(hooks)).scalar_one() == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"hook_id": 2**63},
+        {"hook_id": 0},
+        {"hook_id": -5},
+        {"hook_id": "109948940"},
+        {"hook_id": "9" * 2000},
+        {"hook_id": None, "hook": {"type": "Repository", "events": ["*"]}},
+    ],
+    ids=["past-63-bits", "zero", "negative", "a-string", "2000-digits", "none"],
+)
+def test_a_ping_without_a_sane_hook_id_is_refused(app: Flask, client: FlaskClient, change: dict[str, Any]) -> None:
+    payload = {**fixture_payload("ping.json"), **change}
+    answer = post(client, payload, "ping", "odd-ping")
+    assert answer.status_code == 400, answer.json
+    assert answer.json["error"].startswith("the ping body lacks its hook: hook_id")
+    assert len(answer.get_data()) < 300
+    assert client.get("/api/v1/status").json["hooks"] == []
+
+
+def test_a_ping_with_only_its_hooks_id_is_that_hook(client: FlaskClient) -> None:
+    payload = fixture_payload("ping.json")
+    del payload["hook_id"]
+    payload["hook"]["id"] = 777
+    assert post(client, payload, "ping", "hook-id-only").json["hook_id"] == "777"
+
+
+def test_status_shows_the_hooks_that_pinged_last(app: Flask, client: FlaskClient) -> None:
+    for n in range(1, 26):  # signed pings of 25 hooks (the secret's holder can make as many)
+        with app.app_context():
+            services().ledger.record_ping(str(n), "Repository", ["*"], "repository")
+    shown = client.get("/api/v1/status").json["hooks"]
+    assert len(shown) == 10
+    assert {hook["hook_id"] for hook in shown} <= {str(n) for n in range(1, 26)}
+    assert [hook["last_ping_at"] for hook in shown] == sorted((hook["last_ping_at"] for hook in shown), reverse=True)
+
+
+@pytest.mark.parametrize("hook_id", ["x" * 2000, "0", "-1", str(2**63), "12 34"])
+def test_a_pull_request_keeps_no_made_up_hook_id(app: Flask, client: FlaskClient, hook_id: str) -> None:
+    body = json.dumps(fixture_payload("pull_request.opened.json")).encode()
+    headers = {**signed_headers(body, "pull_request", "odd-hook"), "X-GitHub-Hook-ID": hook_id}
+    assert client.post("/webhook", data=body, headers=headers).status_code == 202
+    with app.app_context():
+        stored = services().ledger.get("odd-hook")
+    assert stored is not None and stored.hook_id is None
+
+
+@pytest.mark.parametrize("delivery_id", ["d" * 101, "two words", "tab\there", "\u00e9t\u00e9"])
+def test_a_delivery_id_github_could_not_have_sent_is_400(app: Flask, client: FlaskClient, delivery_id: str) -> None:
+    body = json.dumps(fixture_payload("pull_request.opened.json")).encode()
+    answer = client.post("/webhook", data=body, headers=signed_headers(body, "pull_request", delivery_id))
+    assert answer.status_code == 400
+    assert delivery_id not in answer.get_data(as_text=True)
+    assert stored_count(app) == 0
 
 
 def test_a_body_of_exactly_25_mb_is_accepted(app: Flask, client: FlaskClient) -> None:

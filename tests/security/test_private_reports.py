@@ -1,5 +1,7 @@
 """Issue 9, item 6: a repository configured `public: false` shows its reports only to the admin token
-or a signed, expiring link (`tracker link`); everything else is refused with an answer that says why.
+or a signed, expiring link (`tracker link`). Issue 31, item 3: to everyone else it is answered as a
+name the tracker does not know (404, the same body and headers), in a sentence that says how to get
+access; the holder of an expired link for it is told when it expired.
 
 The real app over real deliveries: one private repository and one public one, May 2026.
 """
@@ -113,15 +115,15 @@ def test_a_public_repository_is_unchanged(private: tuple[Flask, FlaskClient]) ->
         f"/reports/{PRIVATE}/1999-01.md",
     ],
 )
-def test_anonymous_readers_get_401_saying_how_to_get_access(private: tuple[Flask, FlaskClient], path: str) -> None:
+def test_anonymous_readers_get_404_saying_how_to_get_access(private: tuple[Flask, FlaskClient], path: str) -> None:
     _, client = private
     answer = client.get(path)
-    assert answer.status_code == 401
+    assert answer.status_code == 404
     message = error(answer)
-    assert "is private" in message
+    assert "or it is private" in message
     assert "Authorization: Bearer <TRACKER_ADMIN_TOKEN>" in message
     assert "tracker link" in message
-    assert answer.headers["WWW-Authenticate"].startswith("Bearer")
+    assert "WWW-Authenticate" not in answer.headers
     assert "Work 1" not in answer.get_data(as_text=True)
 
 
@@ -143,12 +145,12 @@ def test_the_admin_token_opens_every_report(private: tuple[Flask, FlaskClient]) 
 
 
 @needs_shared
-def test_a_wrong_bearer_token_is_403(private: tuple[Flask, FlaskClient]) -> None:
+def test_a_wrong_bearer_token_is_404(private: tuple[Flask, FlaskClient]) -> None:
     _, client = private
     answer = client.get(f"/reports/{PRIVATE}/2026-05.md", headers={"Authorization": "Bearer test-admin-tokeN"})
-    assert answer.status_code == 403
-    assert error(answer) == "the bearer token is not TRACKER_ADMIN_TOKEN"
-    assert "test-admin-token" not in answer.get_data(as_text=True)
+    assert answer.status_code == 404
+    assert error(answer).startswith(f"no reports of {PRIVATE} to show")
+    assert "test-admin-tok" not in answer.get_data(as_text=True)
 
 
 @needs_shared
@@ -236,7 +238,7 @@ def flipped(token: str, index: int) -> str:
 
 
 @needs_shared
-def test_a_tampered_link_is_403_and_says_so(private: tuple[Flask, FlaskClient]) -> None:
+def test_a_tampered_link_is_404(private: tuple[Flask, FlaskClient]) -> None:
     _, client = private
     token = link()
     payload, timestamp, signature = token.rsplit(".", 2)  # the payload starts with `.` when compressed
@@ -251,20 +253,18 @@ def test_a_tampered_link_is_403_and_says_so(private: tuple[Flask, FlaskClient]) 
         "",
     ):
         answer = client.get(f"/reports/{PRIVATE}/2026-05.md", query_string={"token": tampered})
-        if tampered == "":
-            assert answer.status_code == 401  # an empty token is no token
-            continue
-        assert answer.status_code == 403, tampered
-        assert error(answer) == "the link is not valid (tampered or signed with another secret)"
-        assert tampered not in answer.get_data(as_text=True)
+        assert answer.status_code == 404, tampered
+        assert error(answer).startswith(f"no reports of {PRIVATE} to show")
+        if tampered:
+            assert tampered not in answer.get_data(as_text=True)
 
 
 @needs_shared
-def test_a_link_for_another_repository_is_403(private: tuple[Flask, FlaskClient]) -> None:
+def test_a_link_for_another_repository_is_404(private: tuple[Flask, FlaskClient]) -> None:
     _, client = private
     answer = client.get(f"/reports/{PRIVATE}/2026-05.md", query_string={"token": link(repo="Secret-Org/Other")})
-    assert answer.status_code == 403
-    assert error(answer).startswith(f"the link is for another repository, not {PRIVATE}")
+    assert answer.status_code == 404
+    assert error(answer).startswith(f"no reports of {PRIVATE} to show")
 
 
 @needs_shared
@@ -286,14 +286,16 @@ def test_a_link_opens_only_its_month_and_its_cutoff(private: tuple[Flask, FlaskC
 
 
 @needs_shared
-def test_links_are_refused_with_503_while_the_link_secret_is_unset(settings: Settings, config_file: Path) -> None:
+def test_links_are_404_while_the_link_secret_is_unset_and_the_log_says_why(
+    settings: Settings, config_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     with running_app(with_links(settings, config_file, secret=None)) as app:
         client = app.test_client()
         deliver_may(app, client)
         answer = client.get(f"/reports/{PRIVATE}/2026-05.md", query_string={"token": link()})
-        assert answer.status_code == 503
-        assert "set TRACKER_LINK_SECRET" in error(answer)
-        assert client.get(f"/reports/{PRIVATE}/2026-05.md").status_code == 401
+        assert answer.status_code == 404
+        assert answer.get_data() == client.get(f"/reports/{PRIVATE}/2026-05.md").get_data()
+        assert "TRACKER_LINK_SECRET is not set" in caplog.text
         assert client.get(f"/reports/{PRIVATE}/2026-05.md", headers=ADMIN).status_code == 200
 
 
@@ -393,6 +395,6 @@ def test_status_and_records_keep_a_private_repository_to_the_admin(private: tupl
     assert PRIVATE not in json.dumps(anonymous) and PRIVATE.lower() not in json.dumps(anonymous)
     assert set(client.get("/api/v1/status", headers=ADMIN).json["repositories"]) == {PRIVATE, PUBLIC}
     # The records of a private repository, and whether it exists at all, are the admin's.
-    assert client.get(f"/api/v1/repos/{PRIVATE}/months/2026-05/records").status_code == 401
+    assert client.get(f"/api/v1/repos/{PRIVATE}/months/2026-05/records").status_code == 404
     assert client.get(f"/api/v1/repos/{PRIVATE}/months/2026-05/records", headers=ADMIN).status_code == 200
     assert client.get(f"/api/v1/repos/{PUBLIC}/months/2026-05/records").status_code == 200

@@ -33,6 +33,7 @@ from tracker.web.signature import sign
 # within about one second of Redis time (tracker.queue.WEB_REDIS) plus the ledger write.
 WEBHOOK_LIMIT = 2.0
 HEALTHZ_LIMIT = 1.0
+ADMIN_TOKEN = "admin-token-0123456789"  # TRACKER_ADMIN_TOKEN: at least 16 characters
 
 
 class RedisServer:
@@ -209,7 +210,7 @@ def test_retry_failed_while_redis_hangs_answers_503_and_changes_nothing(
     port = free_port()
     env = clean_env(
         TRACKER_WEBHOOK_SECRET=SECRET,
-        TRACKER_ADMIN_TOKEN="admin",
+        TRACKER_ADMIN_TOKEN=ADMIN_TOKEN,
         TRACKER_DATA_DIR=str(data_dir),
         REDIS_URL=private_redis.url,
     )
@@ -220,7 +221,7 @@ def test_retry_failed_while_redis_hangs_answers_503_and_changes_nothing(
         private_redis.hang()
         started = time.monotonic()
         answer = httpx.post(
-            f"{base}/api/v1/deliveries/retry-failed", headers={"Authorization": "Bearer admin"}, timeout=60
+            f"{base}/api/v1/deliveries/retry-failed", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=60
         )
         assert time.monotonic() - started < WEBHOOK_LIMIT
         assert answer.status_code == 503
@@ -236,7 +237,9 @@ def test_retry_failed_while_redis_hangs_answers_503_and_changes_nothing(
         assert [ledger.status_of(delivery_id) for delivery_id in stored] == [FAILED, FAILED]
 
         private_redis.resume()
-        answer = httpx.post(f"{base}/api/v1/deliveries/retry-failed", headers={"Authorization": "Bearer admin"})
+        answer = httpx.post(
+            f"{base}/api/v1/deliveries/retry-failed", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        )
         assert answer.json() == {"requeued": 2}
         assert [ledger.status_of(delivery_id) for delivery_id in stored] == [PENDING, PENDING]
         assert Redis.from_url(private_redis.url).llen("rq:queue:deliveries") == 2

@@ -265,6 +265,8 @@ def test_a_ledger_without_the_mark_or_with_an_old_one_is_outdated_until_rebuilt(
     forget_schema(engine)
     assert derived_schema_outdated(engine) is True
     MonthState(engine).drop_and_recreate()
+    assert derived_schema_outdated(engine) is True  # emptied, not yet derived again
+    MonthState(engine).mark_rebuilt()
     assert derived_schema_outdated(engine) is False
     with engine.begin() as conn:
         conn.execute(update(ledger_meta).where(ledger_meta.c.key == "derived_schema").values(value="0"))

@@ -1,18 +1,23 @@
 """Schema migrations (`tracker.store.migrations`, `tracker.store.database.migrate`/`ensure_schema`) on
 SQLite and PostgreSQL: an empty database gets the newest schema, a ledger of the release before
-migrations (tables made by `create_all`, no `alembic_version`) is adopted with every row intact, and
-the revisions make exactly `tracker.store.schema.metadata`, so a schema change without a revision fails here."""
+migrations (tables made by `create_all`, no `alembic_version`) is adopted with every row intact, a ledger
+of an earlier release (tests/fixtures/ledgers) keeps its sources and is rebuilt to a fresh ledger's report,
+and the revisions make exactly `tracker.store.schema.metadata`, so a schema change without a revision fails here."""
 
 from __future__ import annotations
 
+import gzip
 import os
+import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -31,8 +36,16 @@ from sqlalchemy import (
     select,
     text,
 )
+from sqlalchemy.engine import make_url
 
+from tests.conftest import SECRET, BurstWorker, running_app, signed_headers
 from tests.store import previous_schema
+from tracker.config import TrackerConfig, load_config
+from tracker.core.classify import ChangedFile
+from tracker.core.history import derive_history
+from tracker.reports.loading import report_for, resolve
+from tracker.reports.render import render
+from tracker.settings import load_settings
 from tracker.store import migrations
 from tracker.store.database import (
     SchemaError,
@@ -42,8 +55,13 @@ from tracker.store.database import (
     migrate,
     open_engine,
 )
+from tracker.store.history import HistoryStore
 from tracker.store.ledger import Ledger
-from tracker.store.schema import DERIVED_SCHEMA, metadata
+from tracker.store.migrations import carry_over
+from tracker.store.month_state import MonthState
+from tracker.store.rebuild import upgrade
+from tracker.store.schema import DERIVED_SCHEMA, DERIVED_TABLES, metadata
+from tracker.web.context import services
 
 ROWS = 4  # of every table
 
@@ -241,7 +259,7 @@ def test_sqlite_is_upgraded_at_start_up_and_postgresql_waits_for_tracker_migrate
             connect(empty_url)
         message = str(refused.value)
         assert "\n" not in message and "run `tracker migrate`" in message
-        assert "schema revision none (made by the release before migrations)" in message
+        assert "schema revision none (made by a release before migrations)" in message
         assert migrations.head() in message
         engine = create_engine(empty_url)
         assert not inspect(engine).has_table("alembic_version")  # refused before anything changed
@@ -255,7 +273,10 @@ def test_sqlite_is_upgraded_at_start_up_and_postgresql_waits_for_tracker_migrate
         engine.dispose()
 
 
-def test_a_ledger_that_is_not_the_previous_release_is_refused_and_left_alone(empty_url: str) -> None:
+def test_a_ledger_of_an_earlier_release_has_its_sources_carried_over_and_its_derived_tables_emptied(
+    empty_url: str,
+) -> None:
+    """Tables that are not the first revision's (one missing, a column of its own): not stamped, carried over."""
     before = make_previous_release_ledger(empty_url)
     engine = create_engine(empty_url)
     with engine.begin() as conn:
@@ -264,16 +285,28 @@ def test_a_ledger_that_is_not_the_previous_release_is_refused_and_left_alone(emp
     engine.dispose()
     engine = open_engine(empty_url)
     try:
-        with pytest.raises(SchemaError) as refused:
-            migrate(engine)
-        message = str(refused.value)
-        assert "\n" not in message
-        assert "table narration_spend is missing" in message
-        assert "column hooks.colour is not the first revision's" in message
-        assert not inspect(engine).has_table("alembic_version")  # not stamped, not upgraded
+        done = migrate(engine)
+        assert (done.before, done.after, done.adopted) == (None, migrations.head(), True)
+        assert done.carried == carry_over.CarriedOver(ROWS, ROWS, max(row[8] for row in before["deliveries"]))
         with engine.connect() as conn:
-            for name in before.keys() - {"narration_spend"}:
-                assert conn.execute(text(f'SELECT count(*) FROM "{name}"')).scalar_one() == ROWS
+            assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+            for table in DERIVED_TABLES:
+                assert conn.execute(text(f"SELECT count(*) FROM {table.name}")).scalar_one() == 0
+        after = contents(engine)
+        kept = {table.name for table in carry_over.KEPT} - {"narration_spend", "http_cache"}
+        assert {name: after[name] for name in kept} == {name: before[name] for name in kept}
+        assert after["narration_spend"] == []
+        assert [row[:4] for row in after["http_cache"]] == [row[:4] for row in before["http_cache"]]
+        assert derived_schema_outdated(engine) is True  # rebuilt next, from the deliveries
+        assert migrate(engine).before == migrations.head()
+        with engine.begin() as conn:  # PostgreSQL's sequence of the new table starts after the rows kept
+            new_id = conn.execute(
+                text(
+                    "INSERT INTO publications (repo, month, kind, edition, target, content_hash, at, result) "
+                    "VALUES ('r', '2026-05', 'files', 'final', 't', 'h', 1, 'written') RETURNING id"
+                )
+            ).scalar_one()
+        assert new_id == ROWS + 1
     finally:
         engine.dispose()
 
@@ -407,3 +440,201 @@ def test_the_revisions_ship_inside_the_package() -> None:
     pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     data = pyproject["tool"]["setuptools"]["package-data"]["tracker.store.migrations"]
     assert "versions/*.py" in data
+
+
+# --- ledgers of earlier releases (tests/fixtures/ledgers, written by those commits' own code) -----------------
+
+LEDGERS = Path(__file__).resolve().parents[1] / "fixtures" / "ledgers"
+OLD_COMMITS = sorted(path.name.removesuffix(".sqlite3.gz") for path in LEDGERS.glob("*.sqlite3.gz"))
+REPOSITORY, MONTH = "NVIDIA/Megatron-LM", "2026-05"  # the sample month tools/make_old_ledgers.py stored
+
+
+def load_old_ledger(commit: str, url: str) -> None:
+    """The ledger `commit` wrote, at `url` (an empty database): its SQLite file, or its pg_dump run."""
+    if url.startswith("sqlite"):
+        raw = gzip.decompress((LEDGERS / f"{commit}.sqlite3.gz").read_bytes())
+        Path(url.removeprefix("sqlite:///")).write_bytes(raw)
+        return
+    dump = gzip.decompress((LEDGERS / f"{commit}.postgresql.sql.gz").read_bytes()).decode()
+    # Recent pg_dump releases (15.14, 16.10, 17.6 on) fence the dump with psql's \restrict and \unrestrict:
+    # meta-commands, not SQL.
+    dump = "\n".join(line for line in dump.splitlines() if not line.startswith("\\"))
+    engine = create_engine(url)
+    try:
+        raw_connection = engine.raw_connection()
+        try:
+            raw_connection.cursor().execute(dump)  # no parameters: psycopg runs the statements one by one
+            raw_connection.commit()
+        finally:
+            raw_connection.invalidate()  # the dump cleared its search_path: never back to the pool
+    finally:
+        engine.dispose()
+
+
+def plain_rows(url: str, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of `sql`, read with the bare drivers (no code of the tracker), BLOBs as bytes."""
+    if url.startswith("sqlite"):
+        with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
+            return [tuple(row) for row in conn.execute(sql)]
+    with psycopg.connect(make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)) as conn:
+        return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in conn.execute(sql)]
+
+
+def kept_rows(url: str, tables: dict[str, list[str]]) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of `tables` (name: the columns to read), in a stable order."""
+    return {
+        name: sorted(
+            plain_rows(url, f"SELECT {', '.join(columns)} FROM {name}"), key=lambda row: repr(row)
+        )
+        for name, columns in tables.items()
+    }
+
+
+def old_tables(url: str) -> dict[str, list[str]]:
+    """The tables (and their columns) of the old ledger at `url` that are kept, not derived. A delivery's
+    `processed_at` is not compared: the rebuild processes every delivery again, as `tracker rebuild` does."""
+    engine = create_engine(url)
+    try:
+        inspector = inspect(engine)
+        present = set(inspector.get_table_names())
+        return {
+            table.name: [
+                column["name"]
+                for column in inspector.get_columns(table.name)
+                if (table.name, column["name"]) != ("deliveries", "processed_at")
+            ]
+            for table in carry_over.KEPT
+            if table.name in present
+        }
+    finally:
+        engine.dispose()
+
+
+def fresh_ledger_report(folder: Path, redis_url: str, old_url: str) -> dict[str, str]:
+    """The month's report (JSON, Markdown en and zh-CN) of a new ledger fed what the old ledger at `old_url`
+    holds, each through the normal path: the heads' files as the fetch job stores them, the deliveries
+    signed to the webhook and drained by the worker's job, the observations as a backfill records them."""
+    folder.mkdir()
+    settings = load_settings(
+        github_api_url="http://127.0.0.1:9",  # nothing here asks GitHub: the heads are stored first
+        webhook_secret=SECRET,
+        data_dir=folder,
+        database_url=f"sqlite:///{folder / 'fresh.sqlite3'}",
+        redis_url=redis_url,
+        timezone="Asia/Shanghai",
+    )
+    with running_app(settings) as app, app.app_context():
+        built = services()
+        rules = built.config.rules_for(REPOSITORY)
+        files: dict[tuple[str, int, str], list[ChangedFile]] = {}
+        for repo, number, sha, path, status, previous, additions, deletions, patch in plain_rows(
+            old_url,
+            "SELECT repo, number, head_sha, path, status, previous_path, additions, deletions, patch "
+            "FROM head_files ORDER BY repo, number, head_sha, position",
+        ):
+            files.setdefault((repo, number, sha), []).append(
+                ChangedFile(path, status, previous, additions, deletions, patch)
+            )
+        for repo, number, sha, truncated, source in plain_rows(
+            old_url, "SELECT repo, number, head_sha, truncated, source FROM heads"
+        ):
+            built.heads.store(
+                repo, number, sha, files.get((repo, number, sha), []), truncated=bool(truncated), source=source,
+                rules=rules,
+            )
+        client = app.test_client()
+        for delivery_id, event, body in plain_rows(
+            old_url, "SELECT id, event, body FROM deliveries ORDER BY received_at, id"
+        ):
+            answer = client.post("/webhook", data=body, headers=signed_headers(body, event, delivery_id))
+            assert answer.status_code == 202, answer.get_data(as_text=True)
+        BurstWorker([built.delivery_queue], connection=built.redis).work(burst=True, with_scheduler=False)
+        assert built.ledger.counts().pending == 0
+        if "observations" in old_tables(old_url):
+            for oid, source, number, document in plain_rows(
+                old_url, "SELECT id, source, number, document FROM observations"
+            ):
+                history = derive_history(oid, document, built.config.timezone_for)
+                assert HistoryStore(built.state.engine).record(oid, source, REPOSITORY, number, document, history)
+        return month_report(built.state, built.config)
+
+
+def month_report(state: MonthState, config: TrackerConfig) -> dict[str, str]:
+    """The sample month's report as `tracker render` renders it (its JSON and Markdown), from the ledger."""
+    report = report_for(state, config, resolve(state, config, REPOSITORY, MONTH, None))
+    return {f"{fmt}.{lang}": render(report, fmt, lang) for fmt, lang in (("json", "en"), ("md", "en"), ("md", "zh-CN"))}
+
+
+@pytest.mark.parametrize("commit", OLD_COMMITS)
+def test_an_older_ledger_keeps_its_sources_and_is_rebuilt_to_a_fresh_ledgers_report(
+    commit: str, empty_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    load_old_ledger(commit, empty_url)
+    ids = plain_rows(empty_url, "SELECT id FROM deliveries ORDER BY id")
+    tables = old_tables(empty_url)
+    before = kept_rows(empty_url, tables)
+    assert len(ids) == 372 and len(before["heads"]) > 100  # the whole sample month, its heads' files
+    expected = fresh_ledger_report(tmp_path / "fresh", redis_url, empty_url)
+    assert len(expected["json.en"]) > 50_000  # the month's themes and PRs, not an empty month
+
+    engine = open_engine(empty_url)
+    try:
+        config = load_config(load_settings(data_dir=tmp_path / "var", timezone="Asia/Shanghai"))
+        done = upgrade(engine, lambda: config)
+        assert (done.before, done.after, done.adopted) == (None, migrations.head(), True)
+        assert done.carried is not None
+        assert done.carried.deliveries == len(ids)
+        assert done.carried.observations == len(before.get("observations", []))
+        assert (done.backup is not None) == empty_url.startswith("sqlite")
+        assert plain_rows(empty_url, "SELECT id FROM deliveries ORDER BY id") == ids
+        assert kept_rows(empty_url, tables) == before  # every row of every source, records included
+        assert plain_rows(empty_url, "SELECT count(*) FROM http_cache WHERE used_at IS NULL") == [(0,)]
+        assert derived_schema_outdated(engine) is False
+        with engine.connect() as conn:
+            assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+        assert month_report(MonthState(engine), config) == expected
+        again = upgrade(engine, lambda: config)
+        assert (again.before, again.after, again.carried) == (migrations.head(), migrations.head(), None)
+    finally:
+        engine.dispose()
+    if done.backup is not None:  # the old file as it was, beside the ledger
+        assert plain_rows(f"sqlite:///{done.backup}", "SELECT id FROM deliveries ORDER BY id") == ids
+        assert "alembic_version" not in {row[0] for row in plain_rows(
+            f"sqlite:///{done.backup}", "SELECT name FROM sqlite_master WHERE type = 'table'"
+        )}
+
+
+def test_an_older_ledger_is_carried_over_at_start_up_on_sqlite_and_waits_for_tracker_migrate_on_postgresql(
+    empty_url: str,
+) -> None:
+    load_old_ledger(OLD_COMMITS[0], empty_url)
+    if empty_url.startswith("postgresql"):
+        with pytest.raises(SchemaError, match="run `tracker migrate`"):
+            connect(empty_url)
+        assert plain_rows(empty_url, "SELECT count(*) FROM information_schema.tables WHERE table_name = "
+                          "'alembic_version'") == [(0,)]
+        return
+    engine = connect(empty_url)  # what every process opens first
+    try:
+        assert revision_rows(engine) == [migrations.head()]
+        assert derived_schema_outdated(engine) is True  # `tracker run` rebuilds them next
+        assert Ledger(engine).counts().received == 372
+    finally:
+        engine.dispose()
+
+
+def test_a_database_with_tables_of_the_tracker_but_no_deliveries_is_refused_and_left_alone(empty_url: str) -> None:
+    make_previous_release_ledger(empty_url)
+    engine = create_engine(empty_url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE deliveries"))
+        conn.execute(text("DROP TABLE narration_spend"))
+    engine.dispose()
+    engine = open_engine(empty_url)
+    try:
+        with pytest.raises(SchemaError, match="has tables of the tracker but no deliveries table"):
+            migrate(engine)
+        assert not inspect(engine).has_table("alembic_version")
+        assert inspect(engine).has_table("hooks")
+    finally:
+        engine.dispose()

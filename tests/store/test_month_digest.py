@@ -390,3 +390,160 @@ def test_a_window_read_while_a_batch_commits_is_the_month_as_of_the_version_it_b
             assert during == before
             after = read()
             assert after is not None and after[0] > before[0] and after != before
+
+
+def test_a_month_of_the_longest_bodies_keeps_a_digest_the_size_of_its_prs_and_the_same_reports(
+    app: Flask, github: Any
+) -> None:
+    """Issue 31: PR bodies are written by anyone who opens a PR, up to GitHub's 65,536 characters (a backfill
+    brings longer ones). 200 PRs with such bodies (HTML comments, cues citing other PRs, some edited to
+    another body) and 2 with 1 MB ones, through the webhook and the worker's jobs: the month's digest in
+    Redis grows with its PRs, not with their bodies (each body kept once, long ones as their excerpt), and
+    every document read from it, the narrator's input included, is the one the database gives."""
+    from datetime import UTC, datetime, timedelta
+
+    from tests.conftest import post, run_jobs
+    from tests.factory import delivery, pr_payload
+    from tracker.core import clusters, narration
+    from tracker.reports.cache import rendered_bytes
+    from tracker.reports.digests import digest_key, forget_held, keep_digest
+    from tracker.reports.loading import report_for, resolve
+    from tracker.store.month_digest import KEPT_BODY
+
+    count, longest = 200, 65_536
+    words = ["tensor", "parallel", "router", "kernel", "checkpoint", "loader", "pipeline", "expert", "fused"]
+
+    def body(number: int, size: int, edit: int = 0) -> str:
+        text = (
+            "<!-- Describe your change. Say which issue it fixes. -->\n"
+            f"## What\nEdit {edit} of PR {number}: " + " ".join(words[(number + i) % len(words)] for i in range(40))
+        )
+        text += f"\n\nThis is the cherry-pick of #{number + 1} onto dev.\n" + "```\nlog line " * (size // 9)
+        return (text[: size - 40] + f"\ncounterpart of #{number - 1}\n").ljust(size, "x")[:size]
+
+    start = datetime(2026, 5, 1, 2, tzinfo=UTC)
+    client = app.test_client()
+    payloads = []
+    for index in range(count + 2):
+        number = 7000 + index
+        size = longest if index < count else 1024 * 1024
+        opened = start + timedelta(hours=3 * index + 1)
+        fields: dict[str, Any] = {
+            "repo": REPO,
+            "title": f"Speed up the {words[index % len(words)]} {index % 17}",
+            "base": "main" if index % 3 else "dev",
+            "body": body(number, size),
+        }
+        payloads.append(pr_payload("opened", number, created_at=opened, **fields))
+        sha = payloads[-1]["pull_request"]["head"]["sha"]
+        github.set_files(REPO, number, sha, [f"megatron/core/{words[index % len(words)]}/module_{index % 7}.py"])
+        if index % 10 == 0:  # edited: another body of the longest size, from then on
+            fields["body"] = body(number, size, edit=1)
+            edited = opened + timedelta(days=2)
+            payloads.append(pr_payload("edited", number, created_at=opened, updated_at=edited, **fields))
+        if index % 2 == 0:
+            merged = opened + timedelta(days=4)
+            payloads.append(
+                pr_payload("closed", number, created_at=opened, updated_at=merged, merged_at=merged, **fields)
+            )
+    for payload in payloads:
+        d = delivery("pull_request", payload)
+        assert post(client, d.body, d.event, d.delivery_id).status_code == 202
+    run_jobs(app)
+    with app.app_context():
+        s = services()
+        redis, timezone = s.require_redis(), s.config.timezone_for(REPO)
+        digest = keep_digest(redis, s.state, s.config, REPO, MONTH, timezone)
+        edited = len(range(0, count + 2, 10))
+        assert len(digest.bodies) == count + 2 + edited  # each body once: not once per cutoff
+        assert len(digest.pull_requests) == count + 2
+        key = digest_key(s.state, s.config, REPO, MONTH, timezone)
+        fields_of = {field.decode(): redis.hstrlen(key, field) for field in redis.hkeys(key)}
+        # The month's tables: each body at most a few kilobytes, whatever its size.
+        assert fields_of[PATHS] < len(digest.bodies) * 2 * KEPT_BODY
+        # A cutoff's slice names each body by its position: a few hundred bytes a PR.
+        assert max(size for field, size in fields_of.items() if field.isdigit()) < (count + 2) * 600
+        # In all, in Redis: within a few megabytes for these 202 PRs (before: one copy of each body per
+        # cutoff its PR is in, about 250 MB), about 11 kB a PR.
+        used = redis.memory_usage(key, samples=0)
+        assert used is not None and used < (count + 2) * 16 * 1024, used
+
+        # What the reports read from it is what the database gives, at the month's end and mid-month.
+        for cutoff in ("2026-05-31", "2026-05-15"):
+            request = resolve(s.state, s.config, REPO, MONTH, cutoff)
+            for fmt, detail in (("json", "full"), ("md", "full")):
+                for rendered in redis.scan_iter(match="tracker:render:*"):
+                    redis.delete(rendered)
+                forget_held()
+                memo.forget()
+                clusters.forget()
+                from_digest = rendered_bytes(s.state, s.config, request, fmt, "en", cache=redis, detail=detail)
+                memo.forget()
+                clusters.forget()
+                from_database = rendered_bytes(s.state, s.config, request, fmt, "en", cache=None, detail=detail)
+                assert from_digest == from_database, (cutoff, fmt)
+            forget_held()
+            memo.forget()
+            kept = report_for(s.state, s.config, request, prose=False, digest=digest)
+            read = report_for(s.state, s.config, request, prose=False)
+            sections = [section.id for section in read.sections if section.changes]
+            assert sections
+            for section in sections:
+                assert narration.section_input(kept, section) == narration.section_input(read, section)
+            bodies = [pr.version.body for pr in kept.snapshot.pull_requests if pr.version]
+            assert max(map(len, bodies)) < 2 * KEPT_BODY  # excerpts, not the bodies
+
+
+def test_a_long_bodys_excerpt_gives_the_report_and_the_narrator_what_the_body_gives() -> None:
+    """`body_excerpt`: a body up to KEPT_BODY characters is kept as it is; a longer one, hostile ones included
+    (comments never closed, `<!--` hidden by invisible characters, cues the narrator's cleaning would join to
+    a number, block markers, thousands of cues), is cut to a few kilobytes that cite the same PRs and give the
+    narrator the same input, and the same documents."""
+    import random
+
+    from tests.core.test_report import MERGED, OPEN, PR, report
+    from tracker.core import narration
+    from tracker.core.groups import body_references
+    from tracker.reports.render import render_bytes
+    from tracker.store.month_digest import KEPT_BODY, body_excerpt
+
+    ordinary = "## What\nFix the router. Cherry-pick of #12.\n<!-- a template's note -->\n" * 20
+    assert len(ordinary) <= KEPT_BODY and body_excerpt(ordinary) == ordinary
+    pieces = ["fix ", "cp", " cherry-pick of ", "#12", "#7", "/pull/9", "/PULL/8", "<!--", "-->", "\u200b", "\n"]
+    pieces += ["  ", "<<<", ">>>", "PR DATA", "x" * 50, "port ", "#", "1234", "\r\n", "<!", "--", "\xa0", "\x00"]
+    rng = random.Random(31)
+    bodies = [
+        "word " * 20_000,
+        "<!--" * 16_384,
+        "<" * 65_536,
+        "PR DATA " * 8_192 + " \u200b" * 10_000,
+        "cherry-pick of #1 and " * 20_000 + "cp " * 50_000 + "mirror " + "x" * 100_000 + " #1",
+        "<!-- " + "a" * 70_000 + " --> cp #5 " + "b" * 3_000,  # a cue after a long comment
+        "c\u200bp #5 " * 3_000,  # a cue only once the invisible character is taken out
+        "cp <!-- " + "z" * 100 + " --> #6 " + "y " * 3_000,  # a cue only once the comment is taken out
+        "<!\u200b-- not a comment until cleaned " * 500,
+        "#1#2#3" * 5_000,
+        "cp #" + "7" * 3_000 + " " + "w " * 2_000,
+        "".join(f"cp #{number} " for number in range(1, 3_000)),  # cites more than MAX_CITED: see below
+    ]
+    bodies += ["".join(rng.choice(pieces) for _ in range(rng.randrange(600, 3_000))) for _ in range(60)]
+    for body in bodies:
+        excerpt = body_excerpt(body)
+        assert len(body) <= KEPT_BODY or len(excerpt) < 5 * KEPT_BODY
+        if len(body_references(body)) > 128:  # MAX_CITED: the first ones only
+            assert body_references(excerpt) < body_references(body)
+            continue
+        assert body_references(excerpt) == body_references(body), body[:60]
+        prs = [
+            PR(1, MERGED, "Fix the router", body=body),
+            PR(2, MERGED, "Fix the router", base="dev", body=body[:3_000] + "."),  # the same text, cut
+            PR(3, OPEN, "Add a loader", body=body[::-1]),
+            PR(12, MERGED, "Fix the router load", body="cp #1"),
+        ]
+        whole = report(prs)
+        cut = report([replace(pr, body=body_excerpt(pr.body)) for pr in prs])
+        for section in whole.sections:
+            if section.changes:
+                assert narration.section_input(cut, section.id) == narration.section_input(whole, section.id)
+        for fmt in ("md", "json"):
+            assert render_bytes(cut, fmt, "en") == render_bytes(whole, fmt, "en")

@@ -22,6 +22,7 @@ from tracker.web.access import (
     AccessDenied,
     DurationError,
     LinkRefused,
+    NotShown,
     authorize,
     carry_token,
     link_url,
@@ -35,7 +36,10 @@ NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)
 PRIVATE = TrackerConfig.model_validate({"repositories": {"Org/Private": {"public": False}}})
 
 
-def make_settings(link_secret: str | None = SECRET, admin_token: str | None = "admin") -> Settings:
+ADMIN = "admin-token-0123456789"
+
+
+def make_settings(link_secret: str | None = SECRET, admin_token: str | None = ADMIN) -> Settings:
     return load_settings(link_secret=link_secret, admin_token=admin_token)
 
 
@@ -158,27 +162,26 @@ def test_public_repositories_need_nothing() -> None:
     assert not grant.private and grant.token is None and grant.headers == {}
 
 
-def test_private_repositories_without_credentials_are_401() -> None:
-    refusal = denied(lambda: authorize(make_settings(), PRIVATE, "org/PRIVATE", None, None))
-    assert refusal.status == 401
-    assert refusal.message.startswith("org/PRIVATE is private: send Authorization: Bearer <TRACKER_ADMIN_TOKEN>")
-    assert refusal.headers["WWW-Authenticate"] == 'Bearer realm="tracker"'
-    # Another scheme (a proxy's Basic credentials) is not a refusal of ours: still "how to get access".
-    refusal = denied(lambda: authorize(make_settings(), PRIVATE, "Org/Private", "Basic dXNlcjpwdw==", None))
-    assert refusal.status == 401
+def not_shown(call: Callable[[], object]) -> None:
+    with pytest.raises(NotShown):
+        call()
+
+
+def test_private_repositories_without_credentials_are_not_shown() -> None:
+    # Issue 31, item 3: not 401 (which told an outsider the name exists): the caller answers as for
+    # a name the tracker does not know.
+    not_shown(lambda: authorize(make_settings(), PRIVATE, "org/PRIVATE", None, None))
+    # Another scheme (a proxy's Basic credentials) is no credential of ours either.
+    not_shown(lambda: authorize(make_settings(), PRIVATE, "Org/Private", "Basic dXNlcjpwdw==", None))
 
 
 def test_the_admin_token_is_compared_exactly() -> None:
-    grant = authorize(make_settings(), PRIVATE, "Org/Private", "Bearer admin", None)
+    grant = authorize(make_settings(), PRIVATE, "Org/Private", f"Bearer {ADMIN}", None)
     assert grant.private and grant.link is None and grant.headers == {"Cache-Control": "private, no-store"}
-    for wrong in ("Bearer Admin", "Bearer admin2", "Bearer ", "Bearer"):
-        refusal = denied(lambda wrong=wrong: authorize(make_settings(), PRIVATE, "Org/Private", wrong, None))
-        assert refusal.status in (401, 403)
-    refusal = denied(lambda: authorize(make_settings(admin_token=None), PRIVATE, "Org/Private", "Bearer admin", None))
-    assert (refusal.status, refusal.message) == (
-        403,
-        "the bearer token is refused: TRACKER_ADMIN_TOKEN is not set on this server",
-    )
+    assert authorize(make_settings(), PRIVATE, "Org/Private", f"bearer  {ADMIN} ", None).private
+    for wrong in (f"Bearer {ADMIN.upper()}", f"Bearer {ADMIN}2", f"Bearer {ADMIN[:-1]}", "Bearer ", "Bearer"):
+        not_shown(lambda wrong=wrong: authorize(make_settings(), PRIVATE, "Org/Private", wrong, None))
+    not_shown(lambda: authorize(make_settings(admin_token=None), PRIVATE, "Org/Private", f"Bearer {ADMIN}", None))
 
 
 def test_a_wrong_bearer_token_does_not_spoil_a_valid_link() -> None:
@@ -187,11 +190,19 @@ def test_a_wrong_bearer_token_does_not_spoil_a_valid_link() -> None:
     assert grant.token == token
 
 
-def test_a_link_for_another_repository_is_403() -> None:
+def test_a_link_for_another_repository_is_not_shown() -> None:
     token = sign_link(SECRET, "Org/Other", "2026-05", None, timedelta(days=1))
-    refusal = denied(lambda: authorize(make_settings(), PRIVATE, "Org/Private", None, token))
-    assert refusal.status == 403
-    assert refusal.message == "the link is for another repository, not Org/Private: ask for a link to Org/Private"
+    not_shown(lambda: authorize(make_settings(), PRIVATE, "Org/Private", None, token))
+    # Expired too: whether a link for another name has expired says nothing of this one.
+    old = sign_link(SECRET, "Org/Other", "2026-05", None, timedelta(hours=1), now=NOW)
+    not_shown(lambda: authorize(make_settings(), PRIVATE, "Org/Private", None, old))
+
+
+def test_an_expired_link_for_this_repository_says_when_it_expired() -> None:
+    token = sign_link(SECRET, "Org/Private", "2026-05", None, timedelta(hours=1), now=NOW)
+    refusal = denied(lambda: authorize(make_settings(), PRIVATE, "org/private", None, token))
+    assert (refusal.status, refusal.message) == (403, "the link expired at 2026-06-01T13:00:00Z: ask for a new one")
+    assert refusal.headers == {"Cache-Control": "private, no-store"}
 
 
 def test_a_link_matches_the_repository_in_any_case() -> None:
@@ -223,20 +234,24 @@ def test_a_link_opens_its_month_and_cutoff_only() -> None:
         monthly.require("Org/Private", month_window(Month(2026, 5), date(2026, 5, day), "UTC"))
 
 
-def test_links_are_refused_with_503_without_a_link_secret() -> None:
+def test_without_a_link_secret_links_are_not_shown_and_the_log_says_why(caplog: pytest.LogCaptureFixture) -> None:
     token = sign_link(SECRET, "Org/Private", "2026-05", None, timedelta(days=1))
-    refusal = denied(lambda: authorize(make_settings(link_secret=None), PRIVATE, "Org/Private", None, token))
-    assert refusal.status == 503
-    assert refusal.message == "signed links are off on this server: set TRACKER_LINK_SECRET to use them"
+    not_shown(lambda: authorize(make_settings(link_secret=None), PRIVATE, "Org/Private", None, token))
+    assert "TRACKER_LINK_SECRET is not set" in caplog.text
+    assert token not in caplog.text
+
+
+@pytest.mark.parametrize("token", ["x", "garbage.with.dots"])
+def test_a_tampered_link_is_not_shown(token: str) -> None:
+    not_shown(lambda: authorize(make_settings(), PRIVATE, "Org/Private", None, token))
+    forged = sign_link("another-secret", "Org/Private", "2026-05", None, timedelta(days=1))
+    not_shown(lambda: authorize(make_settings(), PRIVATE, "Org/Private", None, forged))
 
 
 def test_refusals_are_never_cached() -> None:
-    refusal = denied(lambda: authorize(make_settings(), PRIVATE, "Org/Private", None, "x"))
-    assert refusal.answer() == (
-        {"error": TAMPERED},
-        403,
-        {"Cache-Control": "private, no-store"},
-    )
+    token = sign_link(SECRET, "Org/Private", "2026-05", None, timedelta(hours=1), now=NOW)
+    refusal = denied(lambda: authorize(make_settings(), PRIVATE, "Org/Private", None, token))
+    assert refusal.answer()[1:] == (403, {"Cache-Control": "private, no-store"})
 
 
 # --- the page's own links -------------------------------------------------------------------------

@@ -184,20 +184,86 @@ def test_healthz_503_when_the_ledger_is_unreachable(app: Flask, client: FlaskCli
 
 
 def test_admin_retry_endpoint_needs_the_token(client: FlaskClient) -> None:
+    # Issue 31, item 9: as every admin endpoint (README, "Month records"): 401 without a token, 403
+    # with a wrong one (it was 401).
     assert client.post("/api/v1/deliveries/retry-failed").status_code == 401
-    wrong = {"Authorization": "Bearer nope"}
-    assert client.post("/api/v1/deliveries/retry-failed", headers=wrong).status_code == 401
+    for wrong in ("Bearer nope", "Bearer test-admin-tokeN", "Bearer test-admin-token2"):
+        answer = client.post("/api/v1/deliveries/retry-failed", headers={"Authorization": wrong})
+        assert answer.status_code == 403
+        assert answer.json == {"error": "the admin token is wrong"}
     right = {"Authorization": "Bearer test-admin-token"}
     answer = client.post("/api/v1/deliveries/retry-failed", headers=right)
     assert answer.status_code == 200
     assert answer.json == {"requeued": 0}
 
 
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("post", "/api/v1/deliveries/retry-failed"),
+        ("post", "/api/v1/repos/NVIDIA/Megatron-LM/months/2026-09/finalize"),
+        ("post", "/api/v1/repos/NVIDIA/Megatron-LM/backfill?month=2026-09"),
+    ],
+)
+def test_admin_endpoints_refuse_alike(client: FlaskClient, method: str, path: str) -> None:
+    answers = [
+        getattr(client, method)(path, headers=headers).status_code
+        for headers in ({}, {"Authorization": "Bearer"}, {"Authorization": "Bearer wrong-token-0123456789"})
+    ]
+    assert answers == [401, 401, 403]
+
+
 def test_admin_endpoint_is_off_without_a_token(settings: Settings) -> None:
     app = create_app(settings.model_copy(update={"admin_token": None}))
     answer = app.test_client().post("/api/v1/deliveries/retry-failed", headers={"Authorization": "Bearer x"})
-    assert answer.status_code == 403
+    assert answer.status_code == 503  # as the other admin endpoints
     assert "TRACKER_ADMIN_TOKEN" in answer.json["error"]
+
+
+# --- issue 31, item 9: errors quote at most a short prefix of what was sent ---------------------
+
+LONG = "A" * 10_000
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("get", f"/reports/NVIDIA/Megatron-LM/2026-09.md?lang={LONG}", 400),
+        ("get", f"/reports/NVIDIA/Megatron-LM/2026-09.html?lang={LONG}", 400),
+        ("get", f"/reports/NVIDIA/Megatron-LM/2026-09.json?detail={LONG}", 400),
+        ("get", f"/reports/NVIDIA/Megatron-LM/2026-09.md?cutoff={LONG}", 400),
+        ("get", f"/reports/NVIDIA/Megatron-LM/{LONG}.md", 400),
+        ("get", f"/reports/NVIDIA/Megatron-LM/{LONG}.txt", 404),
+        ("get", f"/api/v1/repos/NVIDIA/Megatron-LM/months/{LONG}", 400),
+        ("get", f"/reports/{LONG}/{LONG}/2026-09.md", 404),
+        ("get", f"/reports/{LONG}/{LONG}/2026-09.html", 404),
+        ("get", f"/api/v1/repos/{LONG}/{LONG}/months/2026-09/records", 404),
+        ("get", f"/api/v1/repos/NVIDIA/Megatron-LM/months/{LONG}/records", 400),
+        ("post", f"/api/v1/repos/NVIDIA/Megatron-LM/months/{LONG}/finalize", 400),
+        ("post", f"/api/v1/repos/{LONG}/{LONG}/months/2026-09/finalize", 404),
+        ("post", f"/api/v1/repos/NVIDIA/Megatron-LM/backfill?since={LONG}", 400),
+        ("post", f"/api/v1/repos/NVIDIA/Megatron-LM/backfill?month={LONG}", 400),
+    ],
+)
+def test_an_error_quotes_a_short_prefix_of_a_long_value(
+    september: FlaskClient, method: str, path: str, status: int
+) -> None:
+    """Before: a 10 KB `lang` (or month, cutoff, detail, name) came back whole in the error."""
+    answer = getattr(september, method)(path, headers={"Authorization": "Bearer test-admin-token"})
+    assert answer.status_code == status, answer.get_data(as_text=True)[:300]
+    text = answer.get_data(as_text=True)
+    assert "A" * 101 not in text
+    assert len(text) < 5000  # the HTML page's markup and the repositories it lists, never the value
+
+
+def test_a_long_content_type_is_not_echoed(client: FlaskClient) -> None:
+    from tests.conftest import signed_headers
+
+    body = b"{}"
+    headers = {**signed_headers(body, "pull_request", "long-type"), "Content-Type": "text/" + LONG}
+    answer = client.post("/webhook", data=body, headers=headers)
+    assert answer.status_code == 415
+    assert len(answer.get_data()) < 300
 
 
 def test_start_up_without_a_secret_is_a_clear_error(settings: Settings) -> None:

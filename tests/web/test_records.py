@@ -4,6 +4,7 @@ through the real app, real Redis and a real ledger."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 from datetime import UTC, datetime
 
@@ -102,8 +103,10 @@ def test_a_month_that_has_not_ended_is_409_saying_when(july: FlaskClient) -> Non
     assert july.get(RECORDS).json["records"] == []
 
 
-def test_the_schedule_finalises_each_ended_month_once(app: Flask, july: FlaskClient) -> None:
-    with app.app_context():
+def test_the_schedule_finalises_each_ended_month_once(
+    app: Flask, july: FlaskClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with app.app_context(), caplog.at_level(logging.INFO, logger="workers.jobs"):
         from workers import runtime
 
         runtime.install(services())
@@ -111,6 +114,8 @@ def test_the_schedule_finalises_each_ended_month_once(app: Flask, july: FlaskCli
         second = due_work()  # a second scheduler, or the next round, before any worker ran
     assert first.startswith("1 months due, 1 finalisations queued")
     assert second.startswith("1 months due, 0 finalisations queued")
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("schedule:")]
+    assert said == [f"schedule: {REPO} 2026-07 ended without a record: its finalisation is queued"]
     run_jobs(app)
     records = july.get(RECORDS).json["records"]
     assert [(r["revision"], r["trigger"]) for r in records] == [(1, "schedule")]

@@ -122,7 +122,7 @@ def test_ping_is_answered_and_shown_in_status(app: Flask, client: FlaskClient) -
     post(client, fixture_payload("ping.json"), "ping", "ping-2")
     hooks_shown = client.get("/api/v1/status").json["hooks"]
     assert len(hooks_shown) == 1
-    assert hooks_shown[0]["hook_id"] == "4242"
+    assert hooks_shown[0]["hook_id"] == "109948940"  # the signed body's `hook_id`, not the header's 4242
     assert hooks_shown[0]["events"] == fixture_payload("ping.json")["hook"]["events"]
     assert hooks_shown[0]["pings"] == 2
     assert hooks_shown[0]["last_ping_at"].endswith("Z")

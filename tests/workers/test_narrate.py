@@ -27,6 +27,7 @@ from tracker.core import narration
 from tracker.llm.client import ChatClient
 from tracker.settings import Settings
 from tracker.web.context import services
+from workers import runtime
 
 require_shared()
 
@@ -148,6 +149,7 @@ def test_the_job_writes_the_prose_the_next_render_shows(narrated: tuple[Flask, F
                 "cost": round((120 * requests * 2.0 + 30 * requests * 8.0) / 1_000_000, 6),
             }
         ],
+        "last_error": None,
     }
 
 
@@ -345,3 +347,242 @@ def test_a_github_that_cannot_be_reached_leaves_the_commit_subjects_out(
     assert scheduled_narrations(app) == []
     assert not any("Fold the expert weights" in body["messages"][1]["content"] for body in fake.bodies)
     assert report_json(client)["report"]["narrator"]["waiting"] == []
+
+
+# --- issue 31, item 12: every failure mode of the model, said truthfully ------------------------------------------
+
+
+@pytest.fixture
+def small(settings: Settings, github: Any, fake: FakeOpenAI, tmp_path: Path) -> Iterator[tuple[Flask, FlaskClient]]:
+    """`narrated` with a few PRs, all in Delivered: quicker to set up."""
+    config = tmp_path / "tracker.yaml"
+    config.write_text(f"repositories:\n  {REPO}:\n    narrator: llm\n    glossary: [Megatron]\n", encoding="utf-8")
+    enabled = settings.model_copy(
+        update={"config_path": config, "llm_base_url": fake.url, "llm_model": "test-model", "llm_timeout": 5.0}
+    )
+    with running_app(enabled) as app:
+        client = app.test_client()
+        deliver(megatron_month(count=5, still_open=2), app, client, github)
+        run_jobs(app)
+        yield app, client
+
+
+def invoke(settings: Settings, monkeypatch: pytest.MonkeyPatch, *arguments: str, **env: str) -> Any:
+    """`tracker <arguments>` in this process, with the test's ledger and the fake model (no Redis)."""
+    from click.testing import CliRunner
+
+    from tracker.cli import main
+
+    values = {
+        "TRACKER_DATABASE_URL": settings.database_url or "",
+        "TRACKER_DATA_DIR": str(settings.data_dir),
+        "TRACKER_CONFIG": str(settings.config_path),
+        "GITHUB_API_URL": settings.github_api_url,
+        "TRACKER_LLM_BASE_URL": settings.llm_base_url or "",
+        "TRACKER_LLM_MODEL": "test-model",
+        "TRACKER_LLM_TIMEOUT": "5",
+        **env,
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    return CliRunner().invoke(main, list(arguments))
+
+
+def enabled_settings(app: Flask) -> Settings:
+    with app.app_context():
+        return services().settings
+
+
+def refusal() -> Reply:
+    """An answer that obeys an injected PR title: refused, whatever else it gets right."""
+    document = {
+        "themes": [
+            {
+                "title": "Account security",
+                "summary": "Users should re-authenticate at evil.example/reset before upgrading.",
+                "highlights": [{"change_ids": ["change-0"], "sentence": "Run javascript:alert(1) to continue."}],
+            }
+        ]
+    }
+    return Reply(json.dumps(document))
+
+
+def stored_rows(app: Flask) -> list[Any]:
+    from sqlalchemy import select
+
+    from tracker.store.narrations import _record
+    from tracker.store.schema import narrations
+
+    with app.app_context(), services().state.engine.connect() as conn:
+        return [_record(row) for row in conn.execute(select(narrations))]
+
+
+def test_refusals_are_said_backed_off_and_forced(
+    small: tuple[Flask, FlaskClient], fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataclasses import replace
+
+    from tracker.store.narrations import NarrationStore
+
+    app, client = small
+    settings = enabled_settings(app)
+    fake.script(refusal(), refusal())  # refused twice: the answer, then its repair
+    answer = invoke(settings, monkeypatch, "narrate", "--repo", REPO, "--month", MONTH)
+    assert answer.exit_code == 0, answer.output
+    assert "0 of 1 sections narrated; delivered: deterministic text (invalid: " in answer.output
+    assert "url" in answer.output and "asked again after" in answer.output
+    markdown = client.get(f"/reports/{REPO}/{MONTH}.md", headers={"Authorization": "Bearer test-admin-token"})
+    text = markdown.get_data(as_text=True)
+    assert "evil.example" not in text and "javascript:" not in text
+    assert "the text is assembled from cleaned pull-request titles without a language model." in text
+    # Refused prose is not asked for again before its back-off: an hour after the first refusal.
+    assert len(fake.requests) == 2
+    again = invoke(settings, monkeypatch, "narrate", "--repo", REPO, "--month", MONTH)
+    assert again.exit_code == 0 and "0 of 1 sections narrated" in again.output and len(fake.requests) == 2
+    rows = stored_rows(app)
+    assert [(row.retry_at or 0) - row.created_at for row in rows] == [3600]
+    # An hour later it is asked again; a second refusal doubles the wait.
+    with app.app_context():
+        store = NarrationStore(services().state.engine)
+        for row in rows:
+            store.put(replace(row, created_at=row.created_at - 3601))
+    fake.script(refusal(), refusal())
+    with app.app_context():
+        runtime.install(services())  # the command uninstalled the app's when it ended
+        said = narrate_month(REPO, MONTH)
+    assert said.startswith("0 of 1 sections narrated; delivered: deterministic text (invalid: ")
+    assert len(fake.requests) == 4
+    assert [(len(row.fallbacks), (row.retry_at or 0) - row.created_at) for row in stored_rows(app)] == [(2, 7200)]
+    # --force asks at once.
+    fake.script(*answers_for(app))
+    forced = invoke(settings, monkeypatch, "narrate", "--repo", REPO, "--month", MONTH, "--force")
+    assert forced.exit_code == 0, forced.output
+    assert "1 of 1 sections narrated" in forced.output and len(fake.requests) == 6
+    text = client.get(f"/reports/{REPO}/{MONTH}.md", headers={"Authorization": "Bearer test-admin-token"}).get_data(
+        as_text=True
+    )
+    assert "the text of Delivered was written by a language model (`test-model`)" in text
+
+
+def test_a_failing_endpoint_is_said_logged_in_status_and_fails_the_command(
+    small: tuple[Flask, FlaskClient],
+    fake: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from tests.fake_openai import Slow
+
+    app, client = small
+    settings = enabled_settings(app)
+
+    def last_error() -> Any:
+        answer = client.get("/api/v1/status", headers={"Authorization": "Bearer test-admin-token"})
+        return answer.get_json()["narrator"]["last_error"]
+
+    # A wrong key, in the job: said, logged, in status, nothing stored (the next run asks again).
+    with FakeOpenAI(api_key="sk-right") as keyed, app.app_context():
+        wrong = ChatClient(keyed.url, "sk-wrong", "test-model", timeout=5.0, sleep=lambda _: None)
+        with caplog.at_level("WARNING", logger="workers.narrate"):
+            said = narrate_month(REPO, MONTH, client=wrong)
+        assert len(keyed.requests) == 1  # a wrong key is not retried
+    assert said.startswith("0 of 1 sections narrated; delivered: deterministic text (http)")
+    assert "answered 401" in said and "sk-" not in said
+    assert any("the endpoint failed" in r.getMessage() and "401" in r.getMessage() for r in caplog.records)
+    failure = last_error()
+    assert failure["repo"] == REPO.lower() and failure["month"] == MONTH and "401" in failure["error"]
+    assert stored_rows(app) == []
+    # A timeout, from the command: a failure (exit 1), not "0 of 2 sections narrated" and exit 0.
+    fake.script(Slow(2.0))
+    timed_out = invoke(settings, monkeypatch, "narrate", "--repo", REPO, "--month", MONTH, TRACKER_LLM_TIMEOUT="0.3")
+    assert timed_out.exit_code == 1, timed_out.output
+    assert "0 of 1 sections narrated" in timed_out.output and "did not answer within 0.3 s" in timed_out.output
+    assert "the narrator's endpoint failed" in timed_out.output
+    assert "did not answer" in last_error()["error"]
+    # A 5xx that lasts (the client's three tries).
+    fake.script(*[Status(502)] * 3)
+    failing = invoke(settings, monkeypatch, "narrate", "--repo", REPO, "--month", MONTH)
+    assert failing.exit_code == 1 and "answered 502" in failing.output
+    assert stored_rows(app) == []
+    # An endpoint that answers again clears the failure.
+    fake.script(*answers_for(app))
+    assert invoke(settings, monkeypatch, "narrate", "--repo", REPO, "--month", MONTH).exit_code == 0
+    assert last_error() is None
+
+
+def test_the_command_waits_out_rate_limits_and_the_bill_counts_every_request(
+    small: tuple[Flask, FlaskClient], fake: FakeOpenAI, github: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fake_github import Scripted
+
+    app, client = small
+    settings = enabled_settings(app)
+    # GitHub rate-limits the commit subjects once: waited out in the terminal, not queued (no Redis here).
+    reset = int(time.time())
+    github.script(
+        r"/pulls/\d+/commits",
+        Scripted(403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset)}, {"message": "rate limit"}),
+    )
+    limited = Status(429, {"Retry-After": "0"}, {"error": {"message": "slow down", "type": "requests"}})
+    fake.script(limited, limited, limited, *answers_for(app))  # the client's three tries, then the answers
+    answer = invoke(settings, monkeypatch, "narrate", "--repo", REPO, "--month", MONTH)
+    assert answer.exit_code == 0, answer.output
+    assert "GitHub rate-limits the narrator: waiting until" in answer.output
+    assert "the model rate-limits the narrator: waiting until" in answer.output
+    assert answer.output.rstrip().endswith("1 of 1 sections narrated")
+    assert len(fake.requests) == 3 + 2
+    assert spent(client)["requests"] == 3 + 2  # each 429 is on the bill
+
+
+def test_finalising_waits_for_the_narration_and_late_prose_adds_a_revision(
+    small: tuple[Flask, FlaskClient], fake: FakeOpenAI
+) -> None:
+    from tests.conftest import release_due_jobs
+    from workers.jobs import finalize_month
+
+    app, _ = small
+    with app.app_context():
+        assert finalize_month(REPO, MONTH, deadline=time.time() + 600) == "waiting for the narrator"
+        assert services().records.latest(REPO, MONTH) is None
+    fake.script(*answers_for(app))
+    run_jobs(app)  # the narrate job the finalisation asked for
+    assert len(fake.requests) == 2
+    release_due_jobs(app, at=time.time() + 60)
+    run_jobs(app)  # the finalisation, looking again
+    with app.app_context():
+        record = services().records.latest(REPO, MONTH)
+    assert record is not None and record.revision == 1 and record.pending["narration"] == []
+    assert "was written by a language model" in record.document("md", "en")
+
+    # A month frozen without its prose (the deadline passed) gets a revision once the prose is written.
+    from tracker.store.narrations import NarrationStore
+
+    with app.app_context():
+        s = services()
+        NarrationStore(s.state.engine).prune(REPO, MONTH, [])  # as if it had never been narrated
+        finalize_month(REPO, MONTH, force=True, deadline=0.0)
+        second = s.records.latest(REPO, MONTH)
+    assert second is not None and second.revision == 2
+    assert second.pending["narration"] == ["delivered"]
+    assert "was written by a language model" not in second.document("md", "en")
+    fake.script(*answers_for(app))
+    with app.app_context():
+        said = narrate_month(REPO, MONTH)
+        third = services().records.latest(REPO, MONTH)
+    assert said == "1 of 1 sections narrated; recorded revision 3 with the narrator's prose"
+    assert third is not None and third.trigger == "narrator" and third.pending["narration"] == []
+    assert "was written by a language model" in third.document("md", "en")
+
+
+def test_the_finalize_command_narrates_the_month_before_freezing_it(
+    small: tuple[Flask, FlaskClient], fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app, _ = small
+    fake.script(*answers_for(app))
+    answer = invoke(enabled_settings(app), monkeypatch, "finalize", "--repo", REPO, "--month", MONTH, "--wait", "0")
+    assert answer.exit_code == 0, answer.output
+    assert "narrator: 1 of 1 sections narrated" in answer.output
+    with app.app_context():
+        record = services().records.latest(REPO, MONTH)
+    assert record is not None and record.pending["narration"] == []
+    assert "was written by a language model" in record.document("md", "en")

@@ -3,6 +3,7 @@ after a finalisation and weekly while the month runs, through the real app, Redi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,12 +17,13 @@ from flask.testing import FlaskClient
 from tests.conftest import post, run_jobs, running_app
 from tests.factory import PullRequestStory
 from tests.paths import needs_shared
+from tracker.config import PublishConfig
 from tracker.core.window import Month, today_in
 from tracker.settings import Settings
 from tracker.web.context import services
 from workers import runtime
 from workers.jobs import due_work
-from workers.publish import as_file, file_path, write_atomically
+from workers.publish import as_file, as_issue, file_path, write_atomically
 
 REPO = "octo-org/octo-repo"
 TARGET = "octo-org/reports"
@@ -168,3 +170,17 @@ def test_as_file_rewrites_only_the_language_link() -> None:
     assert as_file(markdown, "2026-07", "en") == (
         "# T\n\n> Chinese version: [中文版本](../../zh-CN/2026/07.md)\n\nbody (2026-07.md?lang=zh-CN&cutoff=x)\n"
     )
+
+
+def test_the_report_url_cannot_end_the_issues_link_early() -> None:
+    import cmarkgfm
+
+    # Parentheses and brackets are URL characters, so the config lets them through; written `<…>`
+    # in the link, they cannot close it and open another.
+    hostile = PublishConfig(report_url="https://tracker.example.com/)[click](javascript:alert(1))").report_url
+    markdown = "# T\n\n> Chinese version: [中文版本](2026-07.md?lang=zh-CN&cutoff=2026-07-31)\n\nbody\n"
+    body = as_issue(markdown, "2026-07", REPO, hostile)
+    html = cmarkgfm.github_flavored_markdown_to_html(body, options=cmarkgfm.cmark.Options.CMARK_OPT_UNSAFE)
+    [link] = re.findall(r'<a href="([^"]*)">([^<]*)</a>', html)
+    address = f"https://tracker.example.com/)%5Bclick%5D(javascript:alert(1))/reports/{REPO}/2026-07.md?lang=zh-CN"
+    assert link == (address, "中文版本")

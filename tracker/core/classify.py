@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any
+
+import re2
 
 EVIDENCE_EXAMPLES = 5
 # GitHub's files endpoint lists at most 3,000 files ("List pull requests files", OpenAPI description).
@@ -21,9 +23,8 @@ FILES_ENDPOINT_CAP = 3000
 DEFAULT_CI_PATHS = (".github/", "ci/", "tools/ci/", "tests/test_utils/python_scripts/")
 DEFAULT_TEST_PATHS = ("tests/", "test/")
 DEFAULT_FORMAT_PATTERN = r"\b(auto-format|autoformat|formatting|format|style-only|style only)\b"
-# The format pattern is the operator's, the title and labels it reads are a PR author's: it only ever
-# sees their first MAX_FORMAT_TEXT characters (GitHub keeps titles to 256 and labels to 50), so even a
-# pattern that backtracks badly has a bounded input (tracker.core.groups cuts titles the same way).
+# The format pattern reads a PR author's title and labels, their first MAX_FORMAT_TEXT characters
+# (GitHub keeps titles to 256 and labels to 50; tracker.core.groups cuts titles the same way).
 MAX_FORMAT_TEXT = 1024
 
 
@@ -57,13 +58,43 @@ class Rules:
     ci_paths: tuple[str, ...] = DEFAULT_CI_PATHS
     test_paths: tuple[str, ...] = DEFAULT_TEST_PATHS
     format_pattern: str = DEFAULT_FORMAT_PATTERN
-    _format: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _search: Callable[[str], object] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_format", re.compile(self.format_pattern, re.IGNORECASE))
+        search: Callable[[str], object]
+        if self.format_pattern == DEFAULT_FORMAT_PATTERN:
+            search = re.compile(self.format_pattern, re.IGNORECASE).search
+        else:
+            search = compile_format_pattern(self.format_pattern)
+        object.__setattr__(self, "_search", search)
 
     def says_formatting(self, text: str) -> bool:
-        return bool(self._format.search(text[:MAX_FORMAT_TEXT]))
+        return self._search(text[:MAX_FORMAT_TEXT]) is not None
+
+
+def compile_format_pattern(pattern: str) -> Callable[[str], object]:
+    """An operator's format pattern, case-insensitive, as its `search`; ValueError if RE2 refuses it.
+
+    RE2 (google-re2), not Python's `re`: `re` backtracks, so a pattern such as `^(a+)+$` takes
+    exponential time on a title of a hundred `a`s and a `!`, and the worker or `tracker render` that
+    classifies it never finishes. RE2 matches in time linear in the text, whatever the pattern, and
+    refuses what needs backtracking (backreferences, lookaround). The built-in pattern stays with
+    `re`, whose `\\b` also knows non-ASCII letters."""
+    options = re2.Options()
+    options.case_sensitive = False
+    options.log_errors = False  # RE2 writes its refusals to stderr otherwise; the ValueError says it
+    try:
+        compiled = re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ValueError(f"{reason} (RE2 syntax: no backreferences or lookaround)") from exc
+
+    def search(text: str) -> object:
+        # RE2 reads UTF-8: a lone surrogate (JSON can carry one, as `\\ud800`) is matched as `?`
+        # rather than raising UnicodeEncodeError.
+        return compiled.search(text.encode("utf-8", "replace").decode("utf-8"))
+
+    return search
 
 
 def normalise(path: str) -> str:

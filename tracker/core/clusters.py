@@ -25,7 +25,7 @@ theme, the same communities, found among its own changes, are its sub-topics (th
 at most `MAX_TOPICS`, the smallest absorbed by the closest). Themes and sub-topics are named by their
 *distinctive terms*: title terms frequent in them and rare in the rest of the section.
 
-Tuned on the development set (the published grouping of August 1–22, 2026 in ../shared/data/megatron):
+Tuned on the development set (the published grouping of August 1–22, 2026 of Megatron-LM):
 bench/themes.py prints the agreement. On 55 PRs the adjusted Rand index moves by ±0.05 between
 neighbouring settings (`NEIGHBOURS` 4 to 8), so the weights are round numbers, not a fitted optimum.
 

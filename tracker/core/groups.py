@@ -1,6 +1,6 @@
 """Change groups: the same change landed on several branches (dev/main twins), described once. Pure.
 
-Signals seen in real Megatron-LM data (../shared/data/megatron/README.md):
+Signals seen in real Megatron-LM data (merged PRs of March-June 2026):
 - normalised titles: `[dev]`-style tags, a `cp:` prefix, `(#N)`, `(cherry-pick #N)` and
   "into `branch`" removed; equal normalised titles on *different* base branches are one change
   (two unrelated PRs with the same title on the same branch stay apart);
@@ -62,6 +62,9 @@ _CUED_REFERENCE = re.compile(
     re.IGNORECASE,
 )
 _MAX_CUE = 26
+# A PR number has at most this many digits (GitHub's fit in 63 bits). A longer run is not one, and
+# Python refuses to convert more than 4,300 digits: a body of `cp #` and 5,000 digits failed every report.
+_MAX_NUMBER_DIGITS = 19
 _REACH = 60 + _MAX_CUE + 1  # and the character before the cue, for its `\b`
 # `#N` or `/pull/N` marks, chained while each is within `_REACH` of the previous one: the stretches of a
 # text where a cued reference can end. Searching for cues only there keeps a text of cue words with no
@@ -236,7 +239,11 @@ def _cued(text: str) -> set[int]:
     found: set[int] = set()
     for marks in _MARKS.finditer(text):
         start = max(0, marks.start() - _REACH)
-        found.update(int(match.group(1)) for match in _CUED_REFERENCE.finditer(text, start, marks.end()))
+        found.update(
+            int(digits)
+            for match in _CUED_REFERENCE.finditer(text, start, marks.end())
+            if len(digits := match.group(1)) <= _MAX_NUMBER_DIGITS
+        )
     return found
 
 

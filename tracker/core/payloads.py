@@ -22,11 +22,18 @@ from pydantic import (
     StringConstraints,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from tracker.core.repository import check_full_name
 
 _LENIENT = ConfigDict(extra="ignore", frozen=True)
+
+# GitHub's numbers and ids (a PR's number, an installation's id, a hook's id) are positive and fit the
+# signed 64-bit integers GitHub and our tables keep them in: a larger one is no delivery GitHub sent,
+# and would fail in the worker, where the ledger and the API paths need it, after the webhook's 202.
+_GITHUB_ID = Field(gt=0, lt=2**63)
+GitHubId = Annotated[StrictInt, _GITHUB_ID]
 
 FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
 
@@ -116,7 +123,7 @@ Instant = Annotated[datetime, AfterValidator(_plausible)]
 
 class PullRequest(BaseModel):
     model_config = _LENIENT
-    number: StrictInt = Field(gt=0)
+    number: GitHubId
     title: str = ""
     body: str | None = None
     state: str = "open"
@@ -162,7 +169,7 @@ class Installation(BaseModel):
     """The GitHub App installation that sent a delivery (only in a GitHub App's webhooks)."""
 
     model_config = _LENIENT
-    id: StrictInt = Field(gt=0)
+    id: GitHubId
 
 
 class PullRequestEvent(BaseModel):
@@ -171,7 +178,7 @@ class PullRequestEvent(BaseModel):
     model_config = _LENIENT
     action: str = Field(min_length=1)
     installation: Installation | None = None
-    number: int | None = None
+    number: Annotated[int, _GITHUB_ID] | None = None  # not strict, as before: only the bounds are new
     pull_request: PullRequest
     repository: Repository
     before: str | None = None
@@ -192,12 +199,22 @@ class Hook(BaseModel):
 
 
 class PingEvent(BaseModel):
-    """GitHub sends `ping` when a hook is created; it has no `action`."""
+    """GitHub sends `ping` when a hook is created; it has no `action`. The hook's id is read from the
+    body, which the signature covers, never from the X-GitHub-Hook-ID header, which anyone replaying
+    a captured ping can set at will."""
 
     model_config = _LENIENT
     zen: str | None = None
-    hook_id: int | None = None
+    hook_id: GitHubId
     hook: Hook = Hook()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hook_id_of_the_hook(cls, value: object) -> object:
+        # GitHub documents `hook_id`; a body without it may still carry `hook.id`.
+        if isinstance(value, dict) and value.get("hook_id") is None and isinstance(value.get("hook"), dict):
+            return {**value, "hook_id": value["hook"].get("id")}
+        return value
 
 
 def parse_ping(document: bytes) -> PingEvent:

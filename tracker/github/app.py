@@ -10,7 +10,8 @@ GitHub App": the installation id comes from the App's webhook payloads or from
 
 Tokens are cached per installation until `TOKEN_MARGIN` before they expire: in this process, and in
 Redis when a connection is given, so that every worker process uses the token one of them minted.
-The key, the JWTs and the tokens never appear in an exception, a log line or a repr.
+The key, the JWTs and the tokens never appear in an exception, a log line or a repr, and go to the
+configured API's origin only (tracker.github.client refuses links and redirects elsewhere).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from redis import Redis, RedisError
 
 from tracker.core.repository import check_full_name, repository_key
-from tracker.github.client import GitHubClient, GitHubError, RequestRefused, Unavailable
+from tracker.github.client import BadAnswer, GitHubClient, GitHubError, RequestRefused
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +149,10 @@ class GitHubApp:
                 raise
             found = None
         else:
-            found = _installation_id(data)
+            try:
+                found = _installation_id(data)
+            except ValueError as exc:
+                raise BadAnswer(f"GitHub's answer for the App's installation on {full_name}: {exc}") from None
         with self._lock:
             self._installations[key] = (found, now)
         return found
@@ -178,7 +182,7 @@ class GitHubApp:
         except ValueError:
             expires = None
         if not isinstance(token, str) or not token or expires is None:
-            raise Unavailable(f"GitHub's answer for installation {installation_id} had no token or expiry")
+            raise BadAnswer(f"GitHub's answer for installation {installation_id} had no token or expiry")
         log.info("minted a token for GitHub App installation %s, valid until %s", installation_id, expires_at)
         return InstallationToken(token, expires)
 

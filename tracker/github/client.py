@@ -10,6 +10,15 @@ second apart (GitHub's REST best practices: "wait at least one second between ea
 request, to stay under the secondary rate limits). And a POST is never retried in place: a create
 that timed out or answered 5xx may still have happened on GitHub's side, so a blind retry could make
 a second issue; the caller looks again before creating (see `tracker.github.issues`).
+
+Nothing GitHub answers is trusted further than the API documents it (issue 31). Requests go to the
+configured API's origin only (scheme, host and port of its base URL): a `Link: rel="next"` or a
+redirect to any other origin is refused before anything is sent there, so the token never leaves it.
+A listing follows a bounded number of pages, an answer must arrive within `deadline` seconds (its
+body is checked as it arrives, so a server trickling a byte at a time is stopped too; httpx has no
+total timeout, and its `timeout` bounds each read) and within `max_bytes`, and a body must be the
+JSON the endpoint documents. Each of these ends the call with a
+`BadAnswer`, which is not retried in place: the same request would get the same answer.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.client import HTTPResponse
 from http.cookiejar import CookieJar
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlencode
 from urllib.request import Request
 
@@ -34,6 +43,8 @@ from tracker import __version__, metrics
 from tracker.core.repository import check_full_name
 from tracker.tls import tls_context
 
+T = TypeVar("T")
+
 API_VERSION = "2022-11-28"
 PER_PAGE = 100
 # GitHub asks for at least a minute between retries of a secondary rate limit without retry-after.
@@ -41,6 +52,20 @@ SECONDARY_DEFAULT_WAIT = 60.0
 # GitHub's REST best practices: "If you are making a large number of POST, PATCH, PUT, or DELETE
 # requests for a single user or client ID, wait at least one second between each request."
 WRITE_INTERVAL = 1.0
+# Limits on one answer. GitHub ends a request it takes more than 10 seconds to process (REST docs,
+# "Timeouts"), so a minute leaves room for a slow network. The largest answers the tracker asks for
+# stay far below the size limit: a files page or a comparison carries at most about 1 MB of patches
+# (GitHub's diff limits), a page of 100 pull requests about 2 MB (up to 9 MB were every body of the
+# page 65,536 characters long, the most GitHub takes).
+RESPONSE_DEADLINE = 60.0  # seconds from sending a request to the last byte of its answer
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # of a body, decompressed
+MAX_REDIRECTS = 5  # GitHub redirects a renamed repository or a transferred issue once
+# Pages of 100 a listing follows: GitHub's documented limits where there are some (3,000 files of a
+# pull request, 250 commits), else MAX_PAGES (10,000 items); tracker.github.history gives the list
+# of pull requests its own.
+MAX_PAGES = 100
+FILES_PAGES = 30
+COMMITS_PAGES = 3
 
 
 class GitHubError(Exception):
@@ -56,6 +81,15 @@ class RateLimited(GitHubError):
 
 class Unavailable(GitHubError):
     """A timeout, a connection error or a 5xx answer, after the in-place retries."""
+
+
+class BadAnswer(GitHubError):
+    """An answer the client will not use: not the JSON the endpoint documents, or pointing at another
+    origin than the configured API. Not retried in place; a job fails with it."""
+
+
+class LimitExceeded(BadAnswer):
+    """An answer past one of the client's limits: pages of a listing, time or size of an answer."""
 
 
 class RequestRefused(GitHubError):
@@ -105,6 +139,12 @@ class _NoCookies(CookieJar):
         """Nothing to keep."""
 
 
+@dataclass(frozen=True)
+class _Answer:
+    response: httpx.Response  # status and headers (its body was read into `body`, within the limits)
+    body: bytes
+
+
 _shared: dict[tuple[int, float], httpx.Client] = {}
 _shared_lock = threading.Lock()
 
@@ -125,7 +165,8 @@ def _shared_http(timeout: float) -> httpx.Client:
             client = httpx.Client(
                 headers=_HEADERS,
                 timeout=timeout,
-                follow_redirects=True,
+                # Redirects are followed by GitHubClient._send, which checks where each one goes first.
+                follow_redirects=False,
                 verify=tls_context(),
                 cookies=_NoCookies(),
             )
@@ -146,12 +187,17 @@ class GitHubClient:
         attempts: int = 3,
         max_backoff: float = 4.0,
         write_interval: float = WRITE_INTERVAL,
+        deadline: float = RESPONSE_DEADLINE,
+        max_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         # `auth`, when given, is asked for the bearer token before every request (a GitHub App's
         # installation tokens expire within the hour; tracker.github.app caches and renews them).
         self._auth = auth
         self.base_url = base_url.rstrip("/")
+        self._origin = _origin(httpx.URL(self.base_url))
+        self._deadline = deadline
+        self._max_bytes = max_bytes
         self._http = _shared_http(timeout)
         self._cache = cache
         self._on_response = on_response
@@ -181,14 +227,13 @@ class GitHubClient:
     # body must never reach another endpoint (`x/../../user/repos` would become `/user/repos/...`).
 
     def pull_request(self, repo: str, number: int) -> dict[str, Any]:
-        page = self.get(f"{_repository_path(repo)}/pulls/{_number(number)}")
-        return dict(page.data)
+        return _object(self.get(f"{_repository_path(repo)}/pulls/{_number(number)}"))
 
     def pull_request_files(self, repo: str, number: int) -> list[dict[str, Any]]:
         """Every page of `GET /repos/{repo}/pulls/{number}/files` (at most 3,000 files)."""
         files: list[dict[str, Any]] = []
         path = f"{_repository_path(repo)}/pulls/{_number(number)}/files"
-        for page in self.pages(path, {"per_page": PER_PAGE}):
+        for page in self.pages(path, {"per_page": PER_PAGE}, max_pages=FILES_PAGES):
             files.extend(page)
         return files
 
@@ -196,8 +241,9 @@ class GitHubClient:
         """Every page of `GET /repos/{repo}/pulls/{number}/commits`, oldest first (GitHub lists at most
         250 commits of a pull request)."""
         commits: list[dict[str, Any]] = []
-        for page in self.pages(f"{_repository_path(repo)}/pulls/{_number(number)}/commits", {"per_page": PER_PAGE}):
-            commits.extend(item for item in page if isinstance(item, dict))
+        path = f"{_repository_path(repo)}/pulls/{_number(number)}/commits"
+        for page in self.pages(path, {"per_page": PER_PAGE}, max_pages=COMMITS_PAGES):
+            commits.extend(page)
         return commits
 
     def compare(self, repo: str, base: str, head: str) -> dict[str, Any]:
@@ -205,8 +251,7 @@ class GitHubClient:
         of two commits never changes and the caller stores its files at once, so its ETag would
         never be sent again, and keeping its body (tens of KB) cost a database write per head."""
         path = f"{_repository_path(repo)}/compare/{_sha(base)}...{_sha(head)}"
-        page = self.get(path, {"per_page": PER_PAGE}, cached=False)
-        return dict(page.data)
+        return _object(self.get(path, {"per_page": PER_PAGE}, cached=False))
 
     # Issues. GitHub's "Issues" endpoints also answer with pull requests, marked by a `pull_request`
     # key (REST docs, "List repository issues"); callers that want issues only skip those.
@@ -214,8 +259,7 @@ class GitHubClient:
     def issue(self, repo: str, number: int) -> dict[str, Any]:
         """`GET /repos/{repo}/issues/{number}`; a transferred issue is followed to its new place (301),
         a deleted one is a `RequestRefused` with 404 or 410."""
-        page = self.get(f"{_repository_path(repo)}/issues/{_number(number)}")
-        return dict(page.data)
+        return _object(self.get(f"{_repository_path(repo)}/issues/{_number(number)}"))
 
     def issues(
         self,
@@ -236,31 +280,37 @@ class GitHubClient:
         if creator is not None:
             params["creator"] = check_login(creator)
         for page in self.pages(f"{_repository_path(repo)}/issues", params):
-            yield from (dict(item) for item in page)
+            yield from page
 
     def create_issue(self, repo: str, title: str, body: str) -> dict[str, Any]:
         """`POST /repos/{repo}/issues` (201). Sent once: see the module docstring."""
-        page = self.post(f"{_repository_path(repo)}/issues", {"title": title, "body": body})
-        return dict(page.data)
+        return _object(self.post(f"{_repository_path(repo)}/issues", {"title": title, "body": body}))
 
     def update_issue(self, repo: str, number: int, fields: dict[str, Any]) -> dict[str, Any]:
         """`PATCH /repos/{repo}/issues/{number}` with the fields to change, in one request."""
         allowed = {"title", "body", "state", "state_reason"}
         if not fields or not set(fields) <= allowed:
             raise ValueError(f"issue fields must be some of {sorted(allowed)}: {sorted(fields)}")
-        page = self.patch(f"{_repository_path(repo)}/issues/{_number(number)}", fields)
-        return dict(page.data)
+        return _object(self.patch(f"{_repository_path(repo)}/issues/{_number(number)}", fields))
 
     # --- mechanics ------------------------------------------------------------------------------
 
-    def pages(self, path: str, params: dict[str, Any] | None = None) -> Iterator[list[Any]]:
-        """Follow `Link: <...>; rel="next"`, never building page URLs by hand (GitHub's advice)."""
+    def pages(
+        self, path: str, params: dict[str, Any] | None = None, *, max_pages: int = MAX_PAGES
+    ) -> Iterator[list[dict[str, Any]]]:
+        """Follow `Link: <...>; rel="next"`, never building page URLs by hand (GitHub's advice), for
+        at most `max_pages` pages. Each page is a list of objects, as every listing GitHub documents."""
         page = self.get(path, params)
-        while True:
-            yield list(page.data or [])
+        for _ in range(max_pages - 1):
+            yield _listing(page.data, path)
             if page.next_url is None:
                 return
             page = self.get(page.next_url)
+        yield _listing(page.data, path)
+        if page.next_url is not None:
+            raise LimitExceeded(
+                f"GitHub's listing {path} goes on past {max_pages} pages, the page limit for it: stopped there"
+            )
 
     def get(self, path_or_url: str, params: dict[str, Any] | None = None, *, cached: bool = True) -> Page:
         """A GET, conditional on the ETag the response cache holds for its URL (unless `cached` is
@@ -274,15 +324,16 @@ class GitHubClient:
         kept = cache.get(key) if cache is not None else None
         if kept is not None:
             request.headers["If-None-Match"] = kept[0]
-        response = self._retrying(self._send, request)
+        answer: _Answer = self._retrying(self._send, request)
+        response = answer.response
         if response.status_code == 304 and kept is not None:
             self.not_modified += 1
             return Page(json.loads(kept[2]), kept[1], from_cache=True)
-        data = response.json() if response.content else None
+        data = _json(answer)
         next_url = response.links.get("next", {}).get("url")
         etag = response.headers.get("etag")
         if etag and cache is not None:
-            cache.put(key, etag, next_url, response.content)
+            cache.put(key, etag, next_url, answer.body)
         return Page(data, next_url, from_cache=False)
 
     def post(self, path: str, payload: dict[str, Any]) -> Page:
@@ -302,11 +353,27 @@ class GitHubClient:
             if wait > 0:
                 time.sleep(wait)
         self._last_write = time.monotonic()
-        response = self._retrying(self._send, request) if retry else self._send(request)
-        data = response.json() if response.content else None
-        return Page(data, None, from_cache=False)
+        answer: _Answer = self._retrying(self._send, request) if retry else self._send(request)
+        return Page(_json(answer), None, from_cache=False)
 
-    def _send(self, request: httpx.Request) -> httpx.Response:
+    def _send(self, request: httpx.Request) -> _Answer:
+        """One request and its answer, following redirects that stay on the API's origin."""
+        deadline = time.monotonic() + self._deadline  # for the whole answer, redirects included
+        for _ in range(MAX_REDIRECTS + 1):
+            answer = self._exchange(request, deadline)
+            if answer.response.next_request is None:
+                return answer
+            request = answer.response.next_request
+        raise BadAnswer(f"GitHub redirected {request.url.path} more than {MAX_REDIRECTS} times")
+
+    def _exchange(self, request: httpx.Request, deadline: float) -> _Answer:
+        if _origin(request.url) != self._origin:  # checked before the token is added
+            scheme, host, port = _origin(request.url)
+            elsewhere = f"{scheme}://{host}" + (f":{port}" if port else "")
+            raise BadAnswer(
+                f"GitHub's answer pointed to {elsewhere}, another origin than the configured API "
+                f"({self.base_url}): the tracker sends its requests to that origin only"
+            )
         if self._auth is not None:
             bearer = self._auth()
             if bearer:
@@ -314,29 +381,64 @@ class GitHubClient:
             else:
                 request.headers.pop("Authorization", None)
         try:
-            response = self._http.send(request)
+            response = self._http.send(request, stream=True)
         except httpx.TransportError as exc:  # timeouts, refused and reset connections
             metrics.github_answered(None)
             raise Unavailable(f"GitHub did not answer {request.url}: {type(exc).__name__}") from exc
-        self.requests += 1
-        metrics.github_answered(response.status_code)
-        state = _rate_limit(response.headers)
-        if self._on_response is not None:
-            self._on_response(state, response.status_code == 304)
+        try:
+            # Counted once its headers are in: GitHub counts the request, whatever becomes of the body.
+            self.requests += 1
+            metrics.github_answered(response.status_code)
+            state = _rate_limit(response.headers)
+            if self._on_response is not None:
+                self._on_response(state, response.status_code == 304)
+            body = self._read(response, deadline)
+        except httpx.TransportError as exc:
+            raise Unavailable(f"GitHub did not finish its answer for {request.url}: {type(exc).__name__}") from exc
+        finally:
+            response.close()
         status = response.status_code
         if status in (403, 429):
-            limited = _rate_limited(response, state)
+            limited = _rate_limited(body, response.headers, state)
             if limited is not None:
                 raise limited
         if status >= 500:
             raise Unavailable(f"GitHub answered {status} for {request.url}")
         if status >= 400:
-            raise RequestRefused(status, str(request.url), _message(response))
-        return response
+            raise RequestRefused(status, str(request.url), _message(body))
+        return _Answer(response, body)
+
+    def _read(self, response: httpx.Response, deadline: float) -> bytes:
+        """The body, within the size and time limits (checked as each chunk arrives: httpx's timeout
+        bounds each read, not the whole answer). A redirect's body is not read."""
+        if response.next_request is not None:
+            return b""
+        declared = response.headers.get("content-length", "")
+        body = bytearray()
+        if declared.isdigit() and int(declared) > self._max_bytes:
+            raise self._too_large(response)
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > self._max_bytes:
+                raise self._too_large(response)
+            if time.monotonic() > deadline:
+                break
+        if time.monotonic() > deadline:
+            raise LimitExceeded(
+                f"GitHub's answer for {response.request.url.path} took longer than {self._deadline:g} s, "
+                "the time limit of an answer"
+            )
+        return bytes(body)
+
+    def _too_large(self, response: httpx.Response) -> LimitExceeded:
+        return LimitExceeded(
+            f"GitHub's answer for {response.request.url.path} is larger than {self._max_bytes} bytes, "
+            "the size limit of an answer"
+        )
 
 
-def _rate_limited(response: httpx.Response, state: RateLimitState) -> RateLimited | None:
-    retry_after = response.headers.get("retry-after")
+def _rate_limited(body: bytes, headers: httpx.Headers, state: RateLimitState) -> RateLimited | None:
+    retry_after = headers.get("retry-after")
     if retry_after is not None:
         try:
             return RateLimited(time.time() + max(0.0, float(retry_after)), "secondary")
@@ -344,7 +446,7 @@ def _rate_limited(response: httpx.Response, state: RateLimitState) -> RateLimite
             pass
     if state.remaining == 0 and state.reset is not None:
         return RateLimited(float(state.reset) + 1.0, "primary")
-    if "rate limit" in _message(response).lower():
+    if "rate limit" in _message(body).lower():
         return RateLimited(time.time() + SECONDARY_DEFAULT_WAIT, "secondary")
     return None
 
@@ -365,11 +467,76 @@ def _rate_limit(headers: httpx.Headers) -> RateLimitState:
     )
 
 
-def _message(response: httpx.Response) -> str:
+def _message(body: bytes) -> str:
     try:
-        return str(response.json().get("message", ""))[:300]
-    except (ValueError, AttributeError):
-        return response.text[:300]
+        return str(json.loads(body).get("message", ""))[:300]
+    except (ValueError, AttributeError, RecursionError):
+        return body[:300].decode("utf-8", errors="replace")
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    """Scheme, host and port (None for the scheme's default) of a URL."""
+    return url.scheme, url.host, url.port
+
+
+def _json(answer: _Answer) -> Any:
+    """The answer's JSON document (None for an empty body)."""
+    if not answer.body:
+        return None
+    try:
+        return json.loads(answer.body)
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than the parser goes
+        where = answer.response.request.url.path
+        raise BadAnswer(f"GitHub's answer for {where} is not JSON ({type(exc).__name__}: {exc})"[:500]) from None
+
+
+def _object(page: Page) -> dict[str, Any]:
+    """The answer of an endpoint GitHub documents as one object."""
+    if not isinstance(page.data, dict):
+        raise BadAnswer(f"GitHub answered {_kind(page.data)} where its API documents an object")
+    return page.data
+
+
+def _listing(data: Any, path: str) -> list[dict[str, Any]]:
+    """A page of a listing: a list of at most PER_PAGE objects (an empty body is an empty page)."""
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise BadAnswer(f"GitHub's listing {path} answered {_kind(data)} where its API documents a list of objects")
+    odd = next((item for item in data if not isinstance(item, dict)), None)
+    if odd is not None:
+        raise BadAnswer(f"GitHub's listing {path} answered a list holding {_kind(odd)} where its API documents objects")
+    if len(data) > PER_PAGE:  # GitHub's listings hold at most 100 items a page (`per_page`)
+        raise LimitExceeded(
+            f"GitHub's listing {path} answered {len(data)} items on one page, more than the {PER_PAGE} a page holds"
+        )
+    return data
+
+
+_JSON_KINDS = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+}
+
+
+def _kind(value: Any) -> str:
+    """What a parsed JSON value is, in JSON's words."""
+    return "null" if value is None else _JSON_KINDS.get(type(value), type(value).__name__)
+
+
+def typed(item: dict[str, Any], name: str, kind: type[T]) -> T | None:
+    """`item[name]` when GitHub gave it as a `kind`, None when it is null or absent; BadAnswer when it
+    is of another type (a boolean is no number here)."""
+    value = item.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise BadAnswer(f"GitHub's answer has {name!r} as {_kind(value)}, not {_JSON_KINDS.get(kind, kind.__name__)}")
+    return value
 
 
 _SHA = re.compile(r"[0-9a-fA-F]{7,64}")

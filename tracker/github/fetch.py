@@ -14,23 +14,30 @@ from urllib.parse import parse_qs, urlsplit
 
 from tracker.core.classify import FILES_ENDPOINT_CAP, ChangedFile, Rules
 from tracker.core.repository import repository_key
-from tracker.github.client import GitHubClient, Unavailable
+from tracker.github.client import BadAnswer, GitHubClient, Unavailable, typed
 from tracker.store.heads import COMPARE, PULLS, DeferredHeads, HeadStore
 
 # The compare endpoint lists at most 300 files (GitHub REST docs, "Compare two commits").
 COMPARE_FILES_CAP = 300
 
 
-def changed_file(item: dict[str, Any]) -> ChangedFile:
-    """One entry of GitHub's files (or compare) listing."""
+def changed_file(item: Any) -> ChangedFile:
+    """One entry of GitHub's files (or compare) listing; BadAnswer for one of another shape."""
+    if not isinstance(item, dict):
+        raise BadAnswer("GitHub listed a changed file that is not an object")
     return ChangedFile(
-        path=str(item.get("filename", "")),
-        status=str(item.get("status", "modified")),
-        previous_path=item.get("previous_filename"),
-        additions=int(item.get("additions") or 0),
-        deletions=int(item.get("deletions") or 0),
-        patch=item.get("patch"),
+        path=typed(item, "filename", str) or "",
+        status=typed(item, "status", str) or "modified",
+        previous_path=typed(item, "previous_filename", str),
+        additions=typed(item, "additions", int) or 0,
+        deletions=typed(item, "deletions", int) or 0,
+        patch=typed(item, "patch", str),
     )
+
+
+def compared_files(comparison: dict[str, Any]) -> list[ChangedFile]:
+    """The files of an answer of `GET /repos/{o}/{r}/compare/{base}...{head}`."""
+    return [changed_file(item) for item in typed(comparison, "files", list) or []]
 
 
 def listing_head(listing: Sequence[dict[str, Any]]) -> str | None:
@@ -39,7 +46,7 @@ def listing_head(listing: Sequence[dict[str, Any]]) -> str | None:
     for item in listing:
         if item.get("status") == "removed":
             continue  # a removed file's URLs may point at the base
-        url = item.get("contents_url") or ""
+        url = typed(item, "contents_url", str) or ""
         ref = parse_qs(urlsplit(url).query).get("ref")
         if ref:
             refs.add(ref[0])
@@ -70,7 +77,8 @@ def fetch_and_store(
     listing = client.pull_request_files(full_name, number)
     observed = listing_head(listing)
     if observed is None:  # no files, or only removed ones: ask the PR which head it is at
-        observed = str(client.pull_request(full_name, number).get("head", {}).get("sha", ""))
+        head = typed(client.pull_request(full_name, number), "head", dict) or {}
+        observed = typed(head, "sha", str) or ""
     files = [changed_file(item) for item in listing]
     truncated = len(listing) >= FILES_ENDPOINT_CAP
     if observed == head_sha:
@@ -95,8 +103,7 @@ def _store_compared(
     base_sha: str,
     rules: Rules,
 ) -> str:
-    comparison = client.compare(full_name, base_sha, head_sha)
-    compared = [changed_file(item) for item in comparison.get("files") or []]
+    compared = compared_files(client.compare(full_name, base_sha, head_sha))
     store.store(
         repo,
         number,

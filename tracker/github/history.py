@@ -27,15 +27,18 @@ from functools import partial
 from typing import Any, Protocol
 
 from tracker.core.classify import FILES_ENDPOINT_CAP, Rules
-from tracker.core.history import derive_history, observation_document, observation_id
+from tracker.core.history import IncompleteBody, MalformedBody, derive_history, observation_document, observation_id
 from tracker.core.repository import check_full_name, repository_key
 from tracker.core.window import month_of
-from tracker.github.client import GitHubClient, RateLimited, RequestRefused, Unavailable
-from tracker.github.fetch import COMPARE_FILES_CAP, changed_file, listing_head
+from tracker.github.client import BadAnswer, GitHubClient, RateLimited, RequestRefused, Unavailable, typed
+from tracker.github.fetch import COMPARE_FILES_CAP, changed_file, compared_files, listing_head
 from tracker.store.heads import COMPARE, PULLS, UNAVAILABLE, HeadStore
 from tracker.store.history import DONE, FAILED, RUNNING, WAITING, HistoryStore, Run
 
 RECORDED, UNCHANGED, GONE = "recorded", "unchanged", "gone"
+# Pages of 100 pull requests a run lists at most (GitHub documents no limit): 50,000 PRs updated in
+# the range, some years of the busiest repositories; past it, the run fails and says so.
+PULL_LIST_PAGES = 500
 # The timeline events a history reads; the others (comments, reviews, mentions, ...) are not kept.
 _EVENTS = frozenset(
     {
@@ -170,20 +173,19 @@ def wait_for(exc: RateLimited) -> None:
 
 def _candidates(client: GitHubClient, full_name: str, start: int, end: int) -> Iterator[dict[str, Any]]:
     params = {"state": "all", "sort": "updated", "direction": "desc", "per_page": 100}
-    for page in client.pages(f"/repos/{full_name}/pulls", params):
+    for page in client.pages(f"/repos/{full_name}/pulls", params, max_pages=PULL_LIST_PAGES):
         for pr in page:
-            updated = _instant(pr.get("updated_at"))
+            updated = _time(pr, "updated_at")
             if updated is not None and updated < start:
                 return
-            created = _instant(pr.get("created_at"))
-            closed = _instant(pr.get("closed_at"))
+            created, closed = _time(pr, "created_at"), _time(pr, "closed_at")
             if created is None or created >= end:
                 continue
-            if pr.get("state") == "closed" and closed is not None and closed < start:
+            if typed(pr, "state", str) == "closed" and closed is not None and closed < start:
                 continue
-            number = pr.get("number")
-            if isinstance(number, int) and not isinstance(number, bool) and number > 0:
-                yield pr
+            number = typed(pr, "number", int)
+            if number is not None and number > 0:
+                yield _kept_pull(pr)  # the candidates are held until the run ends: only what it reads
 
 
 def _one(
@@ -203,7 +205,10 @@ def _one(
         raise
     document = observation_document(full_name, (target.start, target.end), _kept_pull(pr), timeline)
     oid = observation_id(kind, full_name, number, document)
-    found = derive_history(oid, document, target.timezone_for)
+    try:
+        found = derive_history(oid, document, target.timezone_for)
+    except (MalformedBody, IncompleteBody) as exc:  # a field of the PR or its timeline of the wrong type
+        raise BadAnswer(f"GitHub's answer for {full_name}#{number} is not what its API documents: {exc}") from exc
     recorded = history.record(oid, kind, full_name, number, document, found)
     repo = repository_key(full_name)
     current = str((pr.get("head") or {}).get("sha") or "").lower()
@@ -234,8 +239,7 @@ def _store_files(
                 return
         if not base_sha:
             raise RequestRefused(422, "compare", "the PR's base commit is unknown")
-        comparison = client.compare(target.full_name, base_sha, head_sha)
-        compared = [changed_file(item) for item in comparison.get("files") or []]
+        compared = compared_files(client.compare(target.full_name, base_sha, head_sha))
         truncated = len(compared) >= COMPARE_FILES_CAP
         heads.store(repo, number, head_sha, compared, truncated=truncated, source=COMPARE, rules=target.rules)
     except RequestRefused as exc:
@@ -244,6 +248,15 @@ def _store_files(
         heads.store(repo, number, head_sha, [], truncated=False, source=UNAVAILABLE, rules=target.rules)
     except Unavailable:
         pass  # left wanted: the sweep fetches it later (tracker.store.heads.HeadStore.missing)
+
+
+def _time(item: dict[str, Any], name: str) -> int | None:
+    """The instant of a time field GitHub gave (None when null or absent); BadAnswer for one that is not."""
+    value = typed(item, name, str)
+    instant = _instant(value)
+    if value is not None and instant is None:
+        raise BadAnswer(f"GitHub's answer has {name!r} as {value[:40]!r}, not a time")
+    return instant
 
 
 def _instant(value: Any) -> int | None:
@@ -256,10 +269,10 @@ def _instant(value: Any) -> int | None:
 
 
 def _kept_pull(pr: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a PR a history reads (a listed PR is ~20 KB, mostly URLs and repositories)."""
-    user = pr.get("user") or {}
-    base = pr.get("base") or {}
-    head = pr.get("head") or {}
+    """The fields of a PR a history reads (a listed PR is ~20 KB, mostly URLs and repositories). A
+    field of the wrong type is kept as it came, for `derive_history` to refuse."""
+    user, base, head = (pr.get(name) or {} for name in ("user", "base", "head"))
+    labels = pr.get("labels") or []
     return {
         "number": pr.get("number"),
         "title": pr.get("title"),
@@ -271,25 +284,33 @@ def _kept_pull(pr: dict[str, Any]) -> dict[str, Any]:
         "closed_at": pr.get("closed_at"),
         "merged_at": pr.get("merged_at"),
         "html_url": pr.get("html_url"),
-        "user": {"login": user.get("login")},
-        "base": {"ref": base.get("ref"), "sha": base.get("sha")},
-        "head": {"ref": head.get("ref"), "sha": head.get("sha")},
-        "labels": [{"name": label.get("name")} for label in pr.get("labels") or [] if isinstance(label, dict)],
+        "user": {"login": user.get("login")} if isinstance(user, dict) else user,
+        "base": {"ref": base.get("ref"), "sha": base.get("sha")} if isinstance(base, dict) else base,
+        "head": {"ref": head.get("ref"), "sha": head.get("sha")} if isinstance(head, dict) else head,
+        "labels": [{"name": label.get("name")} if isinstance(label, dict) else label for label in labels]
+        if isinstance(labels, list)
+        else labels,
     }
 
 
 def _kept_event(item: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a timeline event a history reads; one of the wrong type is kept as it came, for
+    `derive_history` to refuse."""
     kept = {name: item[name] for name in ("event", "created_at", "sha", "commit_id") if item.get(name) is not None}
     for name in ("committer", "author"):
         signature = item.get(name)
         if isinstance(signature, dict) and signature.get("date"):
             kept[name] = {"date": signature["date"]}
+        elif signature is not None and not isinstance(signature, dict):
+            kept[name] = signature
     label = item.get("label")
-    if isinstance(label, dict):
-        kept["label"] = {"name": label.get("name", "")}
+    if label is not None:
+        kept["label"] = {"name": label.get("name", "")} if isinstance(label, dict) else label
     rename = item.get("rename")
     if isinstance(rename, dict):
         kept["rename"] = {"from": rename.get("from", ""), "to": rename.get("to", "")}
+    elif rename is not None:
+        kept["rename"] = rename
     return kept
 
 
@@ -313,7 +334,7 @@ def redeliver_failed(
         for item in page:
             if not isinstance(item, dict) or not isinstance(item.get("guid"), str):
                 continue
-            delivered = _instant(item.get("delivered_at"))
+            delivered = _time(item, "delivered_at")
             if delivered is not None and delivered < since:
                 older = True
                 continue
@@ -322,11 +343,11 @@ def redeliver_failed(
             break  # newest first: the rest is older still
     asked = []
     for guid, tries in attempts.items():
-        if any(200 <= int(t.get("status_code") or 0) < 300 for t in tries) or stored(guid):
+        if any(200 <= (typed(t, "status_code", int) or 0) < 300 for t in tries) or stored(guid):
             continue
-        latest = max(tries, key=lambda t: (str(t.get("delivered_at") or ""), int(t.get("id") or 0)))
-        delivery_id = latest.get("id")
-        if isinstance(delivery_id, bool) or not isinstance(delivery_id, int) or delivery_id < 1:
+        latest = max(tries, key=lambda t: (typed(t, "delivered_at", str) or "", typed(t, "id", int) or 0))
+        delivery_id = typed(latest, "id", int)
+        if delivery_id is None or delivery_id < 1:
             continue
         client.post(f"{path}/{delivery_id}/attempts", {})
         asked.append(guid)

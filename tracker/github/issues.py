@@ -12,7 +12,7 @@ are listed (`state=all`, newest first, following the `Link` headers) until one c
 A list, not the search API: search is eventually consistent, so an issue created a moment ago (by the
 previous attempt of a job that timed out, say) may not be found yet, and a second one would be
 created; the list reads the database. Search also has its own, much lower rate limit (30 requests a
-minute; ../shared/fixtures/github/rest/PAGINATION_AND_RATE_LIMITS.md), and whether it indexes the
+minute, GitHub's REST documentation on rate limits), and whether it indexes the
 text of an HTML comment is not documented.
 
 Writes: at most one a publication. A create is one POST; an update (title, body, and reopening) is
@@ -121,21 +121,31 @@ def _split(markdown: str) -> tuple[str, list[_Section]]:
     return preamble, sections
 
 
-def fit_body(markdown: str, *, marker_line: str, full_report_url: str, limit: int = BODY_LIMIT) -> str:
-    """The issue body: the marker line, then the report, cut at a theme boundary when it is longer
-    than GitHub allows (`limit`, counted by `github_length`).
+def link_destination(url: str) -> str:
+    """`url` as a Markdown link destination, `<url>`: inside the angle brackets nothing (a parenthesis,
+    a bracket) can end the link early. ValueError for a URL that is not http(s) or holds what could
+    (a space, a line break, an angle bracket, a backslash)."""
+    if not _URL.fullmatch(url):
+        raise ValueError("a link in the issue must be an http(s) URL without spaces or angle brackets")
+    return f"<{url}>"
 
-    A cut keeps the title lines and the sections before the first theme (the overview), the final
-    sections after the last theme (Scope and Method, which says how every number is counted), and as
-    many whole themes, in the report's order, as fit between them; a section none of whose themes
-    fit is left out with its heading. A line after the last kept theme says how many themes are
-    shown and links the full report. Room for the final sections is kept before themes are added:
-    added after them, they would almost never fit, since the themes fill the body up to less than a
-    theme's length of the limit. Should even that not fit, the final sections go; should the
-    overview itself not fit, it is cut after a whole line.
+
+def fit_body(markdown: str, *, marker_line: str, full_report_url: str, limit: int = BODY_LIMIT) -> str:
+    """The issue body: the marker line, then the report, shortened when it is longer than GitHub
+    allows (`limit`, counted by `github_length`).
+
+    Shortened, the body keeps the title lines and the sections before the first theme (the
+    overview), the final sections after the last theme (Scope and Method, which says how every
+    number is counted), and every theme, so that one huge theme cannot push the others out: each
+    theme starts as its heading, then in rounds each takes its next line while there is room; the
+    themes that run out of room are cut there, with a line saying how many pull requests they leave
+    out and linking the full report. Short themes are whole and the longest are cut to about as
+    many lines each. A notice after the themes links the full report. Room for the final sections
+    is kept before themes are added: added after them, they would almost never fit. Should even
+    the themes' headings not all fit, the report's first themes that do are shown; should the final
+    sections not fit, they go; should the overview itself not fit, it is cut after a whole line.
     """
-    if not _URL.fullmatch(full_report_url):
-        raise ValueError("the full report URL must be an http(s) URL without spaces or angle brackets")
+    destination = link_destination(full_report_url)
     if not _MARKER_LINE.fullmatch(marker_line):
         raise ValueError(f"not a marker line: {marker_line!r}")
     head = marker_line + "\n"
@@ -150,27 +160,29 @@ def fit_body(markdown: str, *, marker_line: str, full_report_url: str, limit: in
     closing = "".join(s.heading + "".join(s.themes) for s in sections[last + 1 :])
     total = sum(len(s.themes) for s in sections)
 
-    def notice(shown: int | None) -> str:
+    def notice(shown: int | None, shortened: bool) -> str:
         what = f"{shown} of {total} themes" if shown is not None else "the beginning of the report"
+        if shortened:
+            what += ", the longest shortened"
         return (
             f"\n\n> This issue shows {what}: GitHub allows {limit:,} characters in an issue body. "
-            f"[Read the full report](<{full_report_url}>).\n"
+            f"[Read the full report]({destination}).\n"
         )
 
-    def assemble(text: str, shown: int | None, end: str) -> str:
-        return head + text.rstrip("\n") + notice(shown) + ("\n" + end if end else "")
+    def assemble(text: str, shown: int | None, shortened: bool, end: str) -> str:
+        return head + text.rstrip("\n") + notice(shown, shortened) + ("\n" + end if end else "")
 
-    # The budget counts the text before `assemble` trims the newlines ending it, and the longer
+    # The budget counts the text before `assemble` trims the newlines ending it, and the longest
     # notice: the body assembled is never longer.
-    notice_cost = max(github_length(notice(total)), github_length(notice(None)))
+    notice_cost = max(github_length(notice(total, True)), github_length(notice(None, False)))
     room = limit - github_length(head + opening) - notice_cost
     if room < 0:  # the overview alone is too long: whole lines of it, then the notice
         kept = ""
         for line in _LINE.findall(opening):
-            if github_length(assemble(kept + line, None, "")) > limit:
+            if github_length(assemble(kept + line, None, False, "")) > limit:
                 break
             kept += line
-        body = assemble(kept, None, "")
+        body = assemble(kept, None, False, "")
         if github_length(body) > limit:
             raise ValueError(f"a body limit of {limit} leaves no room for the marker line and the notice")
         return body
@@ -179,21 +191,82 @@ def fit_body(markdown: str, *, marker_line: str, full_report_url: str, limit: in
     else:
         closing = ""
 
-    parts: list[str] = []
-    shown = 0
+    # The report's first themes whose shortest forms fit (all of them, but for a tiny limit), each
+    # with its section's heading before the section's first theme.
+    themes: list[tuple[_Cut, str]] = []  # a theme, and what comes before it: its section's heading or ""
     for section in sections[first : last + 1]:
-        opened = False
-        for theme in section.themes:
-            cost = github_length(theme) + (0 if opened else github_length(section.heading))
-            if cost > room:
+        for index, theme in enumerate(section.themes):
+            cut, before = _Cut(theme, destination), section.heading if index == 0 else ""
+            if cut.length + github_length(before) > room:
                 break
-            parts.append(theme if opened else section.heading + theme)
-            room -= cost
-            opened, shown = True, shown + 1
+            room -= cut.length + github_length(before)
+            themes.append((cut, before))
         else:
             continue
-        break  # a theme did not fit: the themes kept are the report's first ones, in order
-    return assemble(opening + "".join(parts), shown if total else None, closing)
+        break
+    # Then, in rounds, each theme not yet whole takes its next line while there is room: the longest
+    # themes are the ones cut, each to about as many lines as the others.
+    growing = [cut for cut, _ in themes if not cut.whole]
+    while growing:
+        still = []
+        for cut in growing:
+            cost = cut.next_cost()
+            if cost <= room:
+                room -= cost
+                cut.take()
+                if not cut.whole:
+                    still.append(cut)
+        growing = still
+    text = opening + "".join(before + cut.text() for cut, before in themes)
+    shortened = not all(cut.whole for cut, _ in themes)
+    return assemble(text, len(themes) if total else None, shortened, closing)
+
+
+# A pull request's citation as the renderer writes it, `[main #123](https://github.com/…)`. Only
+# citations match: the renderer neutralises a `#` before a digit in any other text (`#<!-- -->123`).
+_CITATION = re.compile(r"#[0-9]+\]\(https://github\.com/")
+
+
+class _Cut:
+    """A theme, whole or cut to its heading and first lines (whole lines: a cut inside one could
+    leave an escape, a link or an HTML comment open), with a line after them that says how many pull
+    requests it leaves out and links the full report. `length` is the text's."""
+
+    def __init__(self, theme: str, destination: str) -> None:
+        self.theme, self.destination = theme, destination
+        self.lines = _LINE.findall(theme.rstrip("\n"))
+        self.citations = [len(_CITATION.findall(line)) for line in self.lines]
+        self.kept, self.used, self.left_out = 1, github_length(self.lines[0]), sum(self.citations[1:])
+        self.length = self.used + github_length(self._more(self.left_out))
+        if github_length(theme) <= self.length:  # no longer whole than cut
+            self.kept, self.length = len(self.lines), github_length(theme)
+
+    @property
+    def whole(self) -> bool:
+        return self.kept == len(self.lines)
+
+    def next_cost(self) -> int:
+        """What taking the next line adds to `length` (the whole theme's length, for the last line)."""
+        if self.kept + 1 == len(self.lines):
+            return github_length(self.theme) - self.length
+        line = self.lines[self.kept]
+        after = self.left_out - self.citations[self.kept]
+        return self.used + github_length(line) + github_length(self._more(after)) - self.length
+
+    def take(self) -> None:
+        self.length += self.next_cost()
+        self.used += github_length(self.lines[self.kept])
+        self.left_out -= self.citations[self.kept]
+        self.kept += 1
+
+    def text(self) -> str:
+        if self.whole:
+            return self.theme
+        return "".join(self.lines[: self.kept]) + self._more(self.left_out)
+
+    def _more(self, left_out: int) -> str:
+        what = f"{left_out} more pull request{'' if left_out == 1 else 's'}" if left_out else "more"
+        return f"\n… and {what} in [the full report]({self.destination}).\n\n"  # after a line's end
 
 
 # --- publishing -------------------------------------------------------------------------------------

@@ -123,6 +123,8 @@ class ChatClient:
         self._sleep = sleep
         self._http = httpx.Client(headers=headers, timeout=timeout, transport=transport, verify=tls_context())
         self._timeout = timeout
+        # HTTP requests sent, each retry included: an endpoint may bill (or count against a quota) every one.
+        self.requests = 0
 
     def __repr__(self) -> str:
         return f"ChatClient(model={self.model!r}, endpoint={self._where!r})"
@@ -176,6 +178,7 @@ class ChatClient:
 
     def _send(self, payload: dict[str, Any]) -> httpx.Response:
         where = self._where
+        self.requests += 1
         try:
             response = self._http.post(self._url, json=payload)
         # httpx's own messages are left out (`from None`): a malformed header, for one, is quoted whole.

@@ -12,7 +12,10 @@ cite the same changes in the same order).
 
 The model writes words only: the application owns the sections, the change groups, which changes each
 sentence covers (checked: each exactly once, only ids it was given), the citations and the numbers.
-Nothing here renders; the caller stores `Narration` and the report applies it.
+Nothing here renders; the caller stores `Narration` and the report applies it. `Narration.requests` counts
+HTTP requests (every retry of the client: each may be billed), and `Narration.error` says what failed when
+the endpoint did (a wrong key, a timeout, a 5xx, an exhausted quota), so that the caller can say so; a rate
+limit that says when to come back is no error but `retry_after`.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ class Fallback:
 
     section: str
     stage: str  # "english" or "chinese"
-    reason: str  # an LlmError kind ("timeout", "rate_limited", ...) or "invalid: <problem codes>"
+    # An LlmError kind ("timeout", "rate_limited", "http", ...), "quota" (the account's quota is used up),
+    # "too_large" (the section does not fit the prompt budget) or "invalid: <problem codes>" (answers refused).
+    reason: str
 
     def as_dict(self) -> dict[str, str]:
         return {"section": self.section, "stage": self.stage, "reason": self.reason}
@@ -53,8 +58,14 @@ class Narration:
     fallbacks: tuple[Fallback, ...]
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    requests: int = 0
+    requests: int = 0  # HTTP requests, every retry of the client included
     retry_after: float | None = None  # the endpoint asked to wait this long (a rate limit)
+    error: str | None = None  # the endpoint's last failure (not a rate limit it said when to end), for the operator
+
+    @property
+    def narrated(self) -> tuple[str, ...]:
+        """The sections with prose in both languages."""
+        return tuple(s.section for s in self.sections if s.english is not None)
 
     def section(self, section_id: str) -> SectionNarration | None:
         return next((s for s in self.sections if s.section == section_id), None)
@@ -64,9 +75,9 @@ class Narration:
 class _Tally:
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    requests: int = 0
     retry_after: float | None = None
     rate_limited: bool = False
+    error: str | None = None
     fallbacks: list[Fallback] = field(default_factory=list)
 
     def count(self, completion: Completion) -> None:
@@ -88,6 +99,7 @@ def narrate(
     repository wants kept verbatim in Chinese. `budget`: the most characters of PR text one request
     carries (tracker.core.narration.fit); a section that cannot be cut to it is a `too_large` fallback."""
     tally = _Tally()
+    sent = client.requests
     narrated = []
     for section in report.sections:
         if not section.changes or (sections is not None and section.id not in sections):
@@ -113,8 +125,9 @@ def narrate(
         fallbacks=tuple(tally.fallbacks),
         prompt_tokens=tally.prompt_tokens,
         completion_tokens=tally.completion_tokens,
-        requests=tally.requests,
+        requests=client.requests - sent,
         retry_after=tally.retry_after,
+        error=tally.error,
     )
 
 
@@ -155,13 +168,17 @@ def _ask(
     problems: list[Problem] = []
     for attempt in range(2):
         try:
-            tally.requests += 1
             completion = client.complete_json(messages, narration.response_schema(), narration.SCHEMA_NAME)
         except LlmError as error:
-            tally.rate_limited = tally.rate_limited or error.kind == "rate_limited"
-            if error.retry_after is not None:
+            # An exhausted quota is a 429 too, but no wait ends it: it is a failure, like a wrong key.
+            waitable = error.kind == "rate_limited" and error.code != "insufficient_quota"
+            tally.rate_limited = tally.rate_limited or waitable
+            if waitable and error.retry_after is not None:
                 tally.retry_after = max(tally.retry_after or 0.0, error.retry_after)
-            tally.fallbacks.append(Fallback(section, stage, error.kind))
+            if not waitable:
+                tally.error = str(error)
+            reason = "quota" if error.kind == "rate_limited" and not waitable else error.kind
+            tally.fallbacks.append(Fallback(section, stage, reason))
             return None
         tally.count(completion)
         parsed = narration.parse(completion.text)

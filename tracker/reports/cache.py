@@ -4,9 +4,11 @@ A rendered report is cached in Redis under a key that holds the month's change c
 ledger's generation, so an unchanged month is served from the cache and a changed one never is.
 
 Anyone can ask for any cutoff of any month in two languages, and the queue shares this Redis, so
-the cache is bounded by construction rather than by Redis eviction (which could pick queue keys):
-every entry expires, an entry larger than MAX_ENTRY_BYTES is not kept, and an index of entries by
-last use keeps at most MAX_ENTRIES, dropping the least recently used.
+the cache is bounded by construction rather than by Redis eviction alone: every entry expires, an entry
+larger than MAX_ENTRY_BYTES is not kept, and an index of entries by last use keeps at most MAX_ENTRIES,
+dropping the least recently used. Every key here has a time to live (the index too), so that a Redis
+evicting only such keys (the embedded server's `volatile-lru`, tracker.embedded_redis) may drop them
+and never a queued job.
 """
 
 from __future__ import annotations
@@ -122,6 +124,7 @@ def keep(cache: Redis, key: str, value: bytes) -> None:
     pipe = cache.pipeline(transaction=False)
     pipe.set(key, value, ex=CACHE_SECONDS)
     pipe.zadd(INDEX, {key: now})
+    pipe.expire(INDEX, CACHE_SECONDS)  # outlives its entries, which all expire within CACHE_SECONDS
     pipe.zremrangebyscore(INDEX, "-inf", now - CACHE_SECONDS)  # entries that expired by themselves
     pipe.zcard(INDEX)
     size = pipe.execute()[-1]

@@ -156,7 +156,8 @@ class KeptDigest:
 
 def cutoff_fields(cache: Redis, key: str, window: Window, evidence: bool) -> list[bytes | None]:
     """The fields of the digest at `key` that the window's cutoff reads (`fold_encoded`'s, in its order),
-    in one HMGET: its slice, the path table, the auxiliary paths, and its evidence when wanted."""
+    in one HMGET: its slice, the month's path and body tables, the auxiliary paths, and its evidence when
+    wanted."""
     index = cutoff_index(window)
     wanted = [str(index), PATHS, AUXILIARY, *([evidence_field(index)] if evidence else [])]
     return cast(list[bytes | None], cache.hmget(key, wanted))  # a client of bytes

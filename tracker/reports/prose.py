@@ -45,7 +45,7 @@ def with_prose(report: Report, engine: Engine, config: TrackerConfig) -> Report:
             waiting.append(section)
         elif stored.english is not None and stored.chinese is not None:
             pairs[section] = (stored.english, stored.chinese)
-        else:
-            fallbacks.extend(dict(f) for f in stored.fallbacks)
+        else:  # refused: why, the last time it was asked (the row keeps one fallback per refusal)
+            fallbacks.extend(dict(f) for f in stored.fallbacks[-1:])
     applied = narration.apply(report, pairs, model, fallbacks)
     return replace(applied, narrator={**applied.narrator, "waiting": waiting})

@@ -4,7 +4,8 @@ and served from then on byte for byte, whatever arrives later.
 A month ends at local midnight after its last day in the repository's time zone. Before that it is
 only finalised when forced (the record then says the day it stops at). Finalising a month that has a
 record returns that record, unless forced: a forced finalisation adds the next revision and keeps
-every earlier one.
+every earlier one. A record of a repository that uses the language-model narrator says in `pending` which
+sections had no prose yet (`narration`): prose written later adds a revision (workers.narrate).
 """
 
 from __future__ import annotations
@@ -113,6 +114,11 @@ def finalize(
     counts = ledger.counts()
     report = report_for(state, config, request)
     documents = {(fmt, lang): render(report, fmt, lang or "en") for fmt, lang in DOCUMENTS}
+    left = Readiness(ledger.pending_for(request.repo), report.snapshot.pending_classification)
+    pending: dict[str, Any] = left.as_dict()
+    if report.narrator.get("kind") == "llm":  # the sections the narrator wrote no prose for (yet)
+        written = report.narrator.get("sections", ())
+        pending["narration"] = [s.id for s in report.sections if s.changes and s.id not in written]
     record = MonthRecord(
         full_name=request.repo,
         month=month_text,
@@ -124,7 +130,7 @@ def finalize(
         position=Position(version, generation, counts.received, counts.processed),
         config_hash=config_hash(config),
         content_hash=content_hash([documents[key] for key in DOCUMENTS]),
-        pending=Readiness(ledger.pending_for(request.repo), report.snapshot.pending_classification).as_dict(),
+        pending=pending,
         documents=documents,
     )
     stored = records.add(record, first_only=not force)

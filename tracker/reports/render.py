@@ -23,7 +23,7 @@ import orjson
 from jinja2 import Environment, PackageLoader, StrictUndefined, Template
 from markupsafe import Markup, escape
 
-from tracker.core.report import Change, Day, Highlight, Report, Section, Theme
+from tracker.core.report import DELIVERED, IN_PROGRESS, Change, Day, Highlight, Report, Section, Theme
 
 LANGUAGES = ("en", "zh-CN")
 FORMATS = ("md", "html", "json")
@@ -242,6 +242,24 @@ _OVERVIEW = {
 }
 
 
+def written_by_model(report: Report, lang: str) -> tuple[list[str], list[str]]:
+    """For the method section: the names of the sections with changes whose text a language model wrote,
+    and of the other sections with changes (assembled deterministically)."""
+    names = _SECTION_NAMES["zh-CN" if lang == "zh-CN" else "en"]
+    narrated = report.narrator.get("sections", ()) if report.narrator.get("kind") == "llm" else ()
+    described = [section.id for section in report.sections if section.changes]
+    return (
+        [names.get(section, section) for section in described if section in narrated],
+        [names.get(section, section) for section in described if section not in narrated],
+    )
+
+
+_SECTION_NAMES = {
+    "en": {DELIVERED: "Delivered", IN_PROGRESS: "In Progress"},
+    "zh-CN": {DELIVERED: "“已交付成果”", IN_PROGRESS: "“进行中的方向”"},
+}
+
+
 def overview(report: Report, lang: str) -> str:
     """One sentence a section: its leading themes and how many changes in how many themes."""
     zh = lang == "zh-CN"
@@ -381,6 +399,8 @@ def render(report: Report, fmt: str, lang: str) -> str:
         "chart": chart(report.days),
         "other_lang": "en" if lang == "zh-CN" else "zh-CN",
         "themed": report.themed,
+        "written_by_model": written_by_model(report, lang),
+        "narrator_model": report.narrator.get("model", ""),
     }
     return _rendered(_environment(fmt).get_template(template), context)
 

@@ -40,6 +40,7 @@ from sqlalchemy.exc import DBAPIError
 
 from tracker.settings import SettingsError
 from tracker.store import migrations, wal
+from tracker.store.migrations import carry_over
 from tracker.store.schema import DERIVED_SCHEMA, ledger_meta, metadata
 
 log = logging.getLogger(__name__)
@@ -277,6 +278,10 @@ class Migration:
     after: str
     created: bool
     adopted: bool
+    # An older ledger's rows carried over into this release's tables (its derived tables are rebuilt
+    # next), and on SQLite where the file was copied first.
+    carried: carry_over.CarriedOver | None = None
+    backup: Path | None = None
 
 
 # SQLite is the embedded ledger of one machine, whose processes `tracker run` starts together: the first
@@ -303,6 +308,8 @@ def ensure_schema(engine: Engine) -> None:
         done = migrate(engine)
         if done.created:
             log.debug("schema created at revision %s", done.after)
+        elif done.carried is not None:
+            log.info("%s", upgraded(engine, done, "the derived tables are rebuilt from them next"))
         elif done.before != done.after:
             log.info("schema upgraded from revision %s to %s", done.before or "none", done.after)
         return
@@ -323,7 +330,9 @@ def migrate(engine: Engine) -> Migration:
     """Upgrade the database to the newest revision, one process at a time (a file lock and SQLite's write
     lock; PostgreSQL's advisory lock), in one transaction: all of it or nothing. An empty database gets
     every table; one made by the release before migrations (tables, no revision) is checked against the
-    first revision and stamped with it, never recreated. Idempotent."""
+    first revision and stamped with it, never recreated; one of an earlier release (other tables, no
+    revision) has its sources carried over into this release's tables (`carry_over`: on SQLite after a
+    copy of the file), its derived tables left to be rebuilt (`derived_schema_outdated`). Idempotent."""
     with _schema_lock(engine):
         if is_sqlite(engine):
             _use_wal(engine)
@@ -339,17 +348,21 @@ def migrate(engine: Engine) -> Migration:
                 before = None
             _check_known(engine, before)
             adopted = before is None and not created
+            carried = backup = None
             if adopted:
                 differences = migrations.baseline_differences(conn)
-                if differences:
+                if not differences:
+                    migrations.stamp(conn, migrations.BASELINE)
+                elif carry_over.is_ledger(conn):  # an older release's: its sources kept, the rest rebuilt
+                    backup = _backup(engine)
+                    carried = carry_over.carry_over(conn, migrations.upgrade)
+                else:
                     raise SchemaError(
-                        f"the database at {_shown(engine)} has tables of the tracker, but not those its release "
-                        f"before migrations made ({'; '.join(differences[:5])}"
+                        f"the database at {_shown(engine)} has tables of the tracker but no deliveries table "
+                        f"({'; '.join(differences[:5])}"
                         f"{f'; {len(differences) - 5} more' if len(differences) > 5 else ''}): it was left as it "
-                        f"is; make it match tracker/store/migrations/versions/{migrations.BASELINE}.py, or start "
-                        "from an empty database"
+                        "is; point the tracker at the database that holds its deliveries"
                     )
-                migrations.stamp(conn, migrations.BASELINE)
             migrations.upgrade(conn)
             missing = sorted(set(metadata.tables) - set(inspect(conn).get_table_names()))
             if missing:  # a revision says they are there, and they are not: dropped by hand
@@ -361,7 +374,39 @@ def migrate(engine: Engine) -> Migration:
                 mark_derived_schema(conn)
             after = migrations.current(conn)
     assert after is not None
-    return Migration(before, after, created, adopted)
+    return Migration(before, after, created, adopted, carried, backup)
+
+
+def _backup(engine: Engine) -> Path | None:
+    """On SQLite, a copy of the database file beside it before its tables are carried over (SQLite's
+    online backup: a consistent copy while this connection holds the write lock); None on PostgreSQL,
+    whose carry-over is one transaction."""
+    database = engine.url.database
+    if not is_sqlite(engine) or not database or database == ":memory:":
+        return None
+    path = Path(database)
+    target = path.with_name(f"{path.name}.before-upgrade-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+    source, copy = sqlite3.connect(path), sqlite3.connect(target)
+    try:
+        source.backup(copy)
+    finally:
+        copy.close()
+        source.close()
+    return target
+
+
+def upgraded(engine: Engine, done: Migration, derived: str) -> str:
+    """The one line of a carry-over: "upgraded the ledger at … from an unversioned schema (its last delivery
+    2026-11-30) to revision …: kept 11,894 deliveries and 0 observations, {derived}; the old file is kept at …"."""
+    assert done.carried is not None
+    carried = done.carried
+    last = carried.last_received_at
+    since = f" (its last delivery {time.strftime('%Y-%m-%d', time.gmtime(last / 1000))})" if last is not None else ""
+    kept = f"; the old file is kept at {done.backup}" if done.backup is not None else ""
+    return (
+        f"upgraded the ledger at {_shown(engine)} from an unversioned schema{since} to revision {done.after}: "
+        f"kept {carried.deliveries:,} deliveries and {carried.observations:,} observations, {derived}{kept}"
+    )
 
 
 def _check_known(engine: Engine, revision: str | None) -> None:
@@ -373,7 +418,7 @@ def _check_known(engine: Engine, revision: str | None) -> None:
 
 
 def _revision(revision: str | None) -> str:
-    return revision if revision is not None else "none (made by the release before migrations)"
+    return revision if revision is not None else "none (made by a release before migrations)"
 
 
 def _shown(engine: Engine) -> str:
@@ -413,6 +458,11 @@ def mark_derived_schema(conn: Connection) -> None:
     row = {"key": _DERIVED_SCHEMA_KEY, "value": DERIVED_SCHEMA}
     if not insert_ignoring_duplicates(conn, ledger_meta, [row]):
         conn.execute(ledger_meta.update().where(ledger_meta.c.key == _DERIVED_SCHEMA_KEY).values(value=DERIVED_SCHEMA))
+
+
+def clear_derived_schema(conn: Connection) -> None:
+    """The derived tables are being rebuilt: until `mark_derived_schema`, they count as outdated."""
+    conn.execute(ledger_meta.delete().where(ledger_meta.c.key == _DERIVED_SCHEMA_KEY))
 
 
 def derived_schema_outdated(engine: Engine) -> bool:

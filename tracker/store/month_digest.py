@@ -16,10 +16,17 @@ of a real month on both engines), with the changed paths of each PR's head then 
 read). `encode` turns it into the fields of a Redis hash, one slice per cutoff, and `fold_encoded` folds
 one cutoff's fields (tracker.reports.digests keeps the hash under the month's version and the
 classification rules, so any change makes it a miss).
+
+A PR's body is the one value of a version whose size its author chooses (up to GitHub's 65,536 characters,
+more from a backfill or a forged delivery): copied into every cutoff's slice, 100 such bodies made a 189 MB
+key (issue 31). So the digest keeps each body once, in the month's body table, and a long one as its
+excerpt (`body_excerpt`): the snapshot then holds the excerpt as the version's body, from which the report
+and the narrator's input are exactly those of the body.
 """
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
@@ -29,11 +36,11 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine, select
 
-from tracker.core import memo
+from tracker.core import memo, narration
 from tracker.core.attributes import AttributeVersion, version_at
 from tracker.core.classify import Category, HeadVerdict, Rules
 from tracker.core.coverage import Coverage
-from tracker.core.groups import display_title
+from tracker.core.groups import body_references, display_title
 from tracker.core.repository import repository_key
 from tracker.core.snapshot import MonthSnapshot, PullRequestSnapshot, assemble_snapshot, fold_pull_request
 from tracker.core.stats import PullRequestStatus
@@ -47,7 +54,7 @@ from tracker.store.heads import verdict_from_row
 from tracker.store.month_state import best_facts, head_details, version_candidates, version_from_row
 from tracker.store.schema import month_activity, pr_facts, pr_versions
 
-FORMAT = 4  # of `encode`; part of the cache key
+FORMAT = 5  # of `encode`; part of the cache key
 _KINDS = {kind.value: kind for kind in FactKind}
 _CATEGORIES = {category.value: category for category in Category}
 _STATES = {state.value: state for state in PRState}
@@ -70,6 +77,8 @@ class MonthDigest:
     evidence: list[str]
     path_table: list[str]  # every changed path once
     paths: list[list[Any]]  # [number, head sha, [positions in path_table]]
+    # every body of the versions once (`body_excerpt`); a version's body field is its position here
+    bodies: list[str]
     # What the report computes of each title ([title, display_title, clean_title]) and each cleaned path
     # (is_auxiliary), computed here once for every process that reads the digest (tracker.core.memo)
     titles: list[list[str]]
@@ -126,7 +135,9 @@ class MonthDigest:
         cut = self.slice_at(index)
         shown = [orjson.loads(text) for text in cut.evidence] if evidence else None
         _offer(cut.titles, self.auxiliary)
-        return _folded(cut.versions, cut.pull_requests, cut.paths, self.path_table, shown, repo, window, coverage)
+        return _folded(
+            cut.versions, cut.pull_requests, cut.paths, self.path_table, self.bodies, shown, repo, window, coverage
+        )
 
 
 def cutoff_index(window: Window) -> int:
@@ -138,7 +149,7 @@ def cutoff_index(window: Window) -> int:
 @dataclass(frozen=True)
 class CutoffSlice:
     end: int
-    versions: list[list[Any]]  # [number, version fields]
+    versions: list[list[Any]]  # [number, version fields], the body a position in the month's body table
     pull_requests: list[list[Any]]  # [number, entry], the entry's evidence a position in `evidence`
     paths: list[list[Any]]  # [number, positions in the month's path table]
     evidence: list[str]  # JSON texts
@@ -167,12 +178,13 @@ def _folded(
     entries: list[list[Any]],
     paths: list[list[Any]],
     path_table: list[str],
+    bodies: list[str],
     evidence: list[dict[str, Any]] | None,
     repo: str,
     window: Window,
     coverage: Coverage | None,
 ) -> tuple[MonthSnapshot, dict[int, list[str]]]:
-    attributes = {number: _attributes(values) for number, values in versions}
+    attributes = {number: _attributes(_with_body(values, bodies)) for number, values in versions}
     pull_requests = [
         _pull_request(number, entry, attributes.get(number), evidence[entry[_EVIDENCE]] if evidence is not None else {})
         for number, entry in entries
@@ -294,7 +306,7 @@ def _read(conn: Connection, repo: str, ends: list[int], numbers: list[int]) -> _
 def _digest(windows: Sequence[Window], rules: Rules, rows: _Rows | None) -> MonthDigest:
     ends = [window.end for window in windows]
     if rows is None:
-        return MonthDigest(ends, [], [], [], [], [], [], {})
+        return MonthDigest(ends, [], [], [], [], [], [], [], {})
     fact_rows, chosen, verdict_rows, path_rows, gone = rows
     timelines: dict[int, list[Fact]] = defaultdict(list)
     for number, at, kind in best_facts(fact_rows).values():
@@ -321,13 +333,17 @@ def _digest(windows: Sequence[Window], rules: Rules, rows: _Rows | None) -> Mont
     paths: dict[tuple[int, str], list[int]] = defaultdict(list)
     for number, sha, path in path_rows:
         paths[(number, sha)].append(table.setdefault(path, len(table)))
+    bodies: dict[str, int] = {}  # body (`body_excerpt`) -> position in the digest's body table
     return MonthDigest(
         ends=ends,
-        versions=[[number, [[first, _fields(version)] for first, version in held]] for number, held in chosen.items()],
+        versions=[
+            [number, [[first, _fields(version, bodies)] for first, version in held]] for number, held in chosen.items()
+        ],
         pull_requests=pull_requests,
         evidence=[text.decode() for text in evidence],
         path_table=list(table),
         paths=[[number, sha, positions] for (number, sha), positions in paths.items()],
+        bodies=list(bodies),
         titles=[
             [title, display_title(title), clean_title(title)]
             for title in sorted({version.title for held in chosen.values() for _, version in held})
@@ -402,15 +418,19 @@ def _pull_request(
     )
 
 
-PATHS = "paths"  # the field of the month's path table in `encode`'s mapping
+PATHS = "paths"  # the field of the month's tables in `encode`'s mapping: its paths and its bodies
 AUXILIARY = "auxiliary"  # the field of `MonthDigest.auxiliary`
 
 
 def encode(digest: MonthDigest) -> dict[str, bytes]:
-    """The digest as the fields of a Redis hash: the month's path table (`PATHS`), and for the cutoff at
-    each index its slice (field `<index>`) and the evidence its entries name (`evidence:<index>`, a JSON
-    array read only for a document that shows it), so that a request reads one cutoff's part."""
-    encoded = {PATHS: orjson.dumps(digest.path_table), AUXILIARY: orjson.dumps(digest.auxiliary)}
+    """The digest as the fields of a Redis hash: the month's path table and body table (`PATHS`: every
+    cutoff reads them, so each path and each body is written once), and for the cutoff at each index its
+    slice (field `<index>`) and the evidence its entries name (`evidence:<index>`, a JSON array read only
+    for a document that shows it), so that a request reads one cutoff's part."""
+    encoded = {
+        PATHS: orjson.dumps({"paths": digest.path_table, "bodies": digest.bodies}),
+        AUXILIARY: orjson.dumps(digest.auxiliary),
+    }
     for index in range(len(digest.ends)):
         cut = digest.slice_at(index)
         encoded[str(index)] = orjson.dumps(
@@ -433,7 +453,7 @@ def evidence_field(index: int) -> str:
 
 def fold_encoded(
     cut: bytes | None,
-    path_table: bytes | None,
+    tables: bytes | None,
     auxiliary: bytes | None,
     evidence: bytes | None,
     repo: str,
@@ -444,17 +464,19 @@ def fold_encoded(
 ) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
     """`MonthDigest.fold_at` from the fields `encode` made for the window's cutoff (`evidence` only when
     `with_evidence`); None when one is missing, of another format or for another window."""
-    found = _cutoff_document(cut, path_table, auxiliary, evidence, window, with_evidence)
+    found = _cutoff_document(cut, tables, auxiliary, evidence, window, with_evidence)
     if found is None:
         return None
-    document, path_table, auxiliary = found
+    document, tables, auxiliary = found
     shown = orjson.loads(evidence) if with_evidence and evidence is not None else None
     _offer(document["titles"], orjson.loads(auxiliary))
+    month = orjson.loads(tables)
     return _folded(
         document["versions"],
         document["pull_requests"],
         document["paths"],
-        orjson.loads(path_table),
+        month["paths"],
+        month["bodies"],
         shown,
         repo,
         window,
@@ -464,20 +486,20 @@ def fold_encoded(
 
 def _cutoff_document(
     cut: bytes | None,
-    path_table: bytes | None,
+    tables: bytes | None,
     auxiliary: bytes | None,
     evidence: bytes | None,
     window: Window,
     with_evidence: bool,
 ) -> tuple[dict[str, Any], bytes, bytes] | None:
-    """The cutoff's slice `encode` made, parsed, with the path table and auxiliary fields; None when a
+    """The cutoff's slice `encode` made, parsed, with the month's tables and auxiliary fields; None when a
     field is missing, of another format or for another window."""
-    if cut is None or path_table is None or auxiliary is None or (with_evidence and evidence is None):
+    if cut is None or tables is None or auxiliary is None or (with_evidence and evidence is None):
         return None
     document = orjson.loads(cut)
     if not isinstance(document, dict) or document.get("format") != FORMAT or document.get("end") != window.end:
         return None
-    return document, path_table, auxiliary
+    return document, tables, auxiliary
 
 
 @dataclass(frozen=True)
@@ -489,7 +511,7 @@ class WindowDigest:
 
     end: int  # the window's
     entries: dict[int, tuple[list[Any], dict[str, Any]]]  # number -> entry (`_entry`), its evidence ({}: not held)
-    versions: dict[int, list[Any]]  # number -> version fields (`_VERSION_FIELDS`)
+    versions: dict[int, list[Any]]  # number -> version fields (`_VERSION_FIELDS`), the body as its text
     paths: dict[int, list[str]]  # number -> the changed paths of its head at the end
     titles: dict[str, list[str]]  # title -> [title, display_title, clean_title]
     auxiliary: dict[str, bool]
@@ -539,7 +561,7 @@ class WindowDigest:
 
 def window_of_cutoff(
     cut: bytes | None,
-    path_table: bytes | None,
+    tables: bytes | None,
     auxiliary: bytes | None,
     evidence: bytes | None,
     window: Window,
@@ -548,17 +570,19 @@ def window_of_cutoff(
 ) -> WindowDigest | None:
     """The `WindowDigest` of the fields `encode` made for the window's cutoff (what `fold_encoded` folds);
     None when one is missing, of another format or for another window."""
-    found = _cutoff_document(cut, path_table, auxiliary, evidence, window, with_evidence)
+    found = _cutoff_document(cut, tables, auxiliary, evidence, window, with_evidence)
     if found is None:
         return None
-    document, path_table, auxiliary = found
+    document, tables, auxiliary = found
     shown = orjson.loads(evidence) if with_evidence and evidence is not None else None
+    month = orjson.loads(tables)
     return _window(
         window.end,
         document["versions"],
         document["pull_requests"],
         document["paths"],
-        orjson.loads(path_table),
+        month["paths"],
+        month["bodies"],
         shown,
         document["titles"],
         orjson.loads(auxiliary),
@@ -570,7 +594,15 @@ def window_of_digest(digest: MonthDigest, evidence: bool) -> WindowDigest:
     cut = digest.slice_at(0)
     shown = [orjson.loads(text) for text in cut.evidence] if evidence else None
     return _window(
-        cut.end, cut.versions, cut.pull_requests, cut.paths, digest.path_table, shown, cut.titles, digest.auxiliary
+        cut.end,
+        cut.versions,
+        cut.pull_requests,
+        cut.paths,
+        digest.path_table,
+        digest.bodies,
+        shown,
+        cut.titles,
+        digest.auxiliary,
     )
 
 
@@ -580,6 +612,7 @@ def _window(
     entries: list[list[Any]],
     paths: list[list[Any]],
     path_table: list[str],
+    bodies: list[str],
     evidence: list[Any] | None,
     titles: list[list[str]],
     auxiliary: dict[str, bool],
@@ -589,7 +622,7 @@ def _window(
         entries={
             number: (entry, evidence[entry[_EVIDENCE]] if evidence is not None else {}) for number, entry in entries
         },
-        versions={number: values for number, values in versions},
+        versions={number: _with_body(values, bodies) for number, values in versions},
         paths={number: [path_table[position] for position in positions] for number, positions in paths},
         titles={texts[0]: texts for texts in titles},
         auxiliary=auxiliary,
@@ -600,15 +633,69 @@ def _window(
 _LABELS = _VERSION_FIELDS.index("labels")
 _HEAD_SHA = _VERSION_FIELDS.index("head_sha")
 _TITLE = _VERSION_FIELDS.index("title")
+_BODY = _VERSION_FIELDS.index("body")
 
 
-def _fields(version: AttributeVersion) -> list[Any]:
+def _fields(version: AttributeVersion, bodies: dict[str, int]) -> list[Any]:
+    """The version's fields, its body as its position in `bodies` (added there)."""
     values = [getattr(version, name) for name in _VERSION_FIELDS]  # not `astuple`: it deep-copies each value
     values[_LABELS] = list(version.labels)  # as JSON gives it back
+    values[_BODY] = bodies.setdefault(body_excerpt(version.body), len(bodies))
     return values
+
+
+def _with_body(values: list[Any], bodies: list[str]) -> list[Any]:
+    """Version fields whose body is a position in `bodies`, with the body's text there instead (a copy: the
+    digest may be read at another cutoff)."""
+    copied = [*values]
+    copied[_BODY] = bodies[copied[_BODY]]
+    return copied
 
 
 def _attributes(values: list[Any]) -> AttributeVersion:
     copied = [*values]  # the digest may be read at another cutoff
     copied[_LABELS] = tuple(copied[_LABELS])
     return AttributeVersion(*copied)
+
+
+# A report reads two things of a PR's body: the PR numbers it cites with a cue (tracker.core.groups:
+# `body_references`, which ties changes together and gives the themes their features), and the narrator's
+# cleaned text of it (tracker.core.narration), of which it sends at most narration.MAX_BODY characters. A
+# body up to KEPT_BODY characters (nearly every real one) is kept as it is; a longer one as its excerpt.
+KEPT_BODY = 2_048
+# Cleaned characters an excerpt keeps: a few more than the narrator sends, so that it still sees the body
+# goes on (and ends what it sends with "…" as before).
+_NARRATED = narration.MAX_BODY + 100
+# PR numbers an excerpt cites at most: a real body cites a few; each costs a cue in the excerpt.
+MAX_CITED = 128
+# An empty HTML comment: the narrator's cleaning takes it out, and no cue or `#N` reads through it.
+_EMPTY_COMMENT = "<!---->"
+_NUMBER_MARK = re.compile(r"(?:#|/pull/)(\d++)", re.IGNORECASE)  # where tracker.core.groups reads a number
+
+
+def body_excerpt(body: str) -> str:
+    """What the digest keeps of a PR's body: the body itself up to KEPT_BODY characters; else the first
+    _NARRATED characters of the narrator's cleaned text, then its cited PR numbers as cues in an HTML comment
+    (which the narrator leaves out). The report made of the excerpt is the one made of the body, narrator's
+    input included, for any body citing at most MAX_CITED PRs (of one citing more, the excerpt cites the
+    MAX_CITED lowest numbers):
+    - the cleaned text is cleaned again to itself, but for a `<!--` in it (which the cleaning would take for
+      a comment: `<!` and `--` are split by an empty comment, which the cleaning takes out);
+    - the cleaning can join a cue to a number the body did not cite with it (whitespace collapsed, comments
+      and invisible characters taken out): such a number is split from its `#` by an empty comment."""
+    if len(body) <= KEPT_BODY:
+        return body
+    cited = body_references(body)
+    # The narrator's own cleaning (private to it, and the one it applies again to the excerpt): the excerpt
+    # must follow it exactly. Its module is in the digest's cache key (tracker.reports.digests.CODE).
+    text = narration.body_text(body)[:_NARRATED].replace("<!--", "<!" + _EMPTY_COMMENT + "--")
+
+    def split_if_not_cited(mark: re.Match[str]) -> str:
+        if int(mark[1]) in cited:
+            return mark[0]
+        return mark[0][: -len(mark[1])] + _EMPTY_COMMENT + mark[1]
+
+    text = _NUMBER_MARK.sub(split_if_not_cited, text)
+    if not cited:
+        return text
+    return text + "\n<!-- " + " ".join(f"cp #{number}" for number in sorted(cited)[:MAX_CITED]) + " -->"

@@ -22,7 +22,7 @@ from tracker.core.derive import Derivation
 from tracker.core.repository import repository_key
 from tracker.core.timeline import Fact, FactKind
 from tracker.store.changes import bump_months
-from tracker.store.database import insert_ignoring_duplicates, listed, mark_derived_schema
+from tracker.store.database import clear_derived_schema, insert_ignoring_duplicates, listed, mark_derived_schema
 from tracker.store.heads import UNAVAILABLE, verdict_from_row
 from tracker.store.ledger import PROCESSED, now_ms
 from tracker.store.schema import (
@@ -124,10 +124,17 @@ class MonthState:
         return applied
 
     def drop_and_recreate(self) -> None:
+        """Empty derived tables of this release's shape, marked as not yet derived: a rebuild marks
+        them when it has finished (`mark_rebuilt`), so one that was killed half-way is done again at
+        the next start instead of serving half a month."""
         with self.engine.begin() as conn:
             for table in reversed(DERIVED_TABLES):
                 table.drop(conn, checkfirst=True)
             metadata.create_all(conn, tables=list(DERIVED_TABLES), checkfirst=True)
+            clear_derived_schema(conn)
+
+    def mark_rebuilt(self) -> None:
+        with self.engine.begin() as conn:
             mark_derived_schema(conn)
 
     # --- reading ------------------------------------------------------------------------------

@@ -10,8 +10,16 @@ sections. What the narrator spent is counted apart (`spend`, `spent_by_month`), 
 never pruned: the month's bill includes prose it no longer has, answers refused and runs a rate limit cut.
 
 `english` and `chinese` are `SectionProse` as JSON; None (NULL) means the section was left to the
-deterministic text. The prose is kept for ever, never derived: a rebuild keeps it (asking again would cost
-money). The table is declared on the ledger's metadata here, and the store creates it on an older ledger.
+deterministic text: the model's answers were refused (or the section is too large to send). Such a row
+keeps one fallback for each time the section was asked and refused, oldest first, and `created_at` is the
+last time: it is asked again `REFUSED_RETRY` after the first refusal, then twice as long after each next
+one (`StoredNarration.retry_at`), or at once when forced.
+
+The endpoint's last failure (a wrong key, a timeout, a 5xx: not an answer refused) is kept in `ledger_meta`
+(`failed`, `last_error`), for the status page, until a run reaches the endpoint again (`reached`).
+
+The prose is kept for ever, never derived: a rebuild keeps it (asking again would cost money). The tables
+are declared in tracker.store.schema.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import hashlib
 import json
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -28,8 +36,9 @@ from sqlalchemy import Engine, and_, delete, func, or_, select, update
 
 from tracker.core.narration import SectionInput, SectionProse
 from tracker.core.repository import repository_key
+from tracker.core.window import iso_utc
 from tracker.store.database import insert_ignoring_duplicates
-from tracker.store.schema import narration_spend, narrations
+from tracker.store.schema import ledger_meta, narration_spend, narrations
 
 
 def content_digest(section_input: SectionInput) -> str:
@@ -57,6 +66,36 @@ class StoredNarration:
     completion_tokens: int = 0
     requests: int = 0
     created_at: int = field(default_factory=lambda: int(time.time()))  # epoch seconds
+
+    @property
+    def refused(self) -> bool:
+        return self.english is None
+
+    @property
+    def retry_at(self) -> float | None:
+        """When refused prose is asked for again (epoch seconds): `REFUSED_RETRY` after the first refusal,
+        doubling with each next one up to `REFUSED_RETRY_MAX`; None for prose."""
+        if not self.refused:
+            return None
+        wait = REFUSED_RETRY * 2 ** max(0, len(self.fallbacks) - 1)
+        return float(self.created_at + min(wait, REFUSED_RETRY_MAX))
+
+
+# Refused prose is asked for again this long after the first refusal (seconds), then twice as long after each.
+REFUSED_RETRY = 3600
+REFUSED_RETRY_MAX = 7 * 24 * 3600
+
+
+def refused_again(previous: StoredNarration, record: StoredNarration) -> StoredNarration:
+    """`record`, refused prose of the same key as refused `previous`, with the earlier fallbacks (how many
+    refusals the back-off counts) and cost added."""
+    return replace(
+        record,
+        fallbacks=previous.fallbacks + record.fallbacks,
+        prompt_tokens=previous.prompt_tokens + record.prompt_tokens,
+        completion_tokens=previous.completion_tokens + record.completion_tokens,
+        requests=previous.requests + record.requests,
+    )
 
 
 @dataclass(frozen=True)
@@ -113,6 +152,31 @@ class NarrationStore:
             return _record(row)
         except (ValidationError, ValueError, TypeError):
             return None
+
+    def failed(self, repo: str, month: str, error: str, at: int | None = None) -> None:
+        """Keep the endpoint's last failure: what `last_error` answers until `reached`."""
+        moment = int(time.time()) if at is None else at
+        value = f"{moment} {repository_key(repo)} {month} {error}"
+        if len(value) > _META_VALUE:  # the column's length (VARCHAR(255) on PostgreSQL)
+            value = value[: _META_VALUE - 1] + "…"
+        with self.engine.begin() as conn:
+            if not insert_ignoring_duplicates(conn, ledger_meta, [{"key": _LAST_ERROR, "value": value}]):
+                conn.execute(update(ledger_meta).where(ledger_meta.c.key == _LAST_ERROR).values(value=value))
+
+    def reached(self) -> None:
+        """The endpoint answered a run without failing: the last failure is over."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(ledger_meta).where(ledger_meta.c.key == _LAST_ERROR))
+
+    def last_error(self) -> dict[str, Any] | None:
+        """{"at" (ISO 8601, UTC), "repo" (the repository key), "month", "error"}: the endpoint's last failure,
+        if no run reached it since."""
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            value = conn.execute(select(ledger_meta.c.value).where(ledger_meta.c.key == _LAST_ERROR)).scalar()
+        if value is None:
+            return None
+        moment, repo, month, error = str(value).split(" ", 3)
+        return {"at": iso_utc(int(moment)), "repo": repo, "month": month, "error": error}
 
     def usage(self, repo: str, month: str) -> Usage:
         """Tokens and requests summed over the month's records (every section, prompt version and model)."""
@@ -195,6 +259,8 @@ class NarrationStore:
 
 
 _KEY = ("repo", "month", "section", "content", "prompt_version", "model")
+_LAST_ERROR = "narrator_last_error"
+_META_VALUE = 255
 
 
 def _row(record: StoredNarration) -> dict[str, Any]:

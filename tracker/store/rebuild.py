@@ -1,14 +1,18 @@
-"""`tracker rebuild`: drop every derived table and derive it again from the raw ledger."""
+"""`tracker rebuild`: drop every derived table and derive it again from the raw ledger; and `tracker
+migrate`'s upgrade, which rebuilds them after carrying an older ledger's sources over."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from sqlalchemy import Engine
 
 from tracker.config import TrackerConfig
 from tracker.core.classify import HeadVerdict, Rules, classify_head
 from tracker.core.derive import Derivation, derive
 from tracker.core.history import derive_history
 from tracker.core.payloads import IncompleteBody, MalformedBody
+from tracker.store.database import Migration, migrate
 from tracker.store.heads import HeadStore, write_verdicts
 from tracker.store.history import HistoryStore
 from tracker.store.ledger import Ledger
@@ -18,6 +22,16 @@ from tracker.store.month_state import MonthState, mark_processed, write_derivati
 def _write_verdicts(state: MonthState, batch: list[tuple[str, int, HeadVerdict]]) -> None:
     with state.engine.begin() as conn:
         write_verdicts(conn, batch)
+
+
+def upgrade(engine: Engine, config: Callable[[], TrackerConfig]) -> Migration:
+    """Bring the ledger's schema to this release's (`database.migrate`) and, when an older ledger's sources
+    were carried over, rebuild its derived tables from them now, under `config()` (read only then: a plain
+    upgrade needs no config). Stop the tracker's processes first."""
+    done = migrate(engine)
+    if done.carried is not None:
+        rebuild(Ledger(engine), MonthState(engine), config())
+    return done
 
 
 def rebuild(
@@ -71,4 +85,5 @@ def rebuild(
             verdicts = []
     _write_verdicts(state, verdicts)
     classified += len(verdicts)
+    state.mark_rebuilt()
     return processed, failed, classified

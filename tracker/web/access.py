@@ -11,11 +11,15 @@ Anyone may read the reports of a public repository (the default). A repository c
   from the signing time that itsdangerous stamps into it. Languages and formats are free: a link to
   a month's HTML also opens its Markdown and JSON.
 
-The answers, each a JSON `{"error": ...}` saying what to do: 401 with neither credential (before the
-repository is even looked up, so it tells an outsider nothing about what the tracker holds); 403
-for a tampered link, an expired one (saying when it expired), one for another repository, month or
-cutoff, and a bearer token that is not the admin's; 503 when a link is presented but
-TRACKER_LINK_SECRET is not set. No secret and no token ever appears in an answer or a log line.
+To a reader without access a private repository is a name the tracker knows nothing of: the same
+status, body and headers as an unknown name (`NotShown`, which the routes answer as they answer an
+unknown repository, with `unknown_or_private`'s sentence), so nothing tells an outsider which names
+exist. That reader is one with no credential, a bearer token that is not the admin's, a link that is
+tampered, signed with another secret or made for another repository, or any link while
+TRACKER_LINK_SECRET is not set. The holder of a link made for this repository has been let in before
+and learns more, each a 403 with a JSON `{"error": ...}` saying what to do: the link expired (and
+when), or it is for another month or cutoff. No secret and no token ever appears in an answer or a
+log line.
 
 A page opened with a link keeps working as the reader moves on: `carry_token` adds the token to the
 HTML report's own links (language switch, Markdown, JSON) and to its cutoff picker, a GET form.
@@ -24,6 +28,7 @@ HTML report's own links (language switch, Markdown, JSON) and to its cutoff pick
 from __future__ import annotations
 
 import hmac
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -38,6 +43,8 @@ from markupsafe import escape
 from tracker.config import TrackerConfig
 from tracker.core.window import Window
 from tracker.settings import Settings
+
+log = logging.getLogger(__name__)
 
 TOKEN_PARAMETER = "token"
 # The salt makes the signing key of links differ from any other use of the same secret; the version
@@ -62,6 +69,10 @@ class AccessDenied(Exception):
 
     def answer(self) -> tuple[dict[str, str], int, dict[str, str]]:
         return {"error": self.message}, self.status, self.headers
+
+
+class NotShown(LookupError):
+    """A private repository, asked for by a reader without access: answer as for an unknown name."""
 
 
 class LinkRefused(ValueError):
@@ -122,6 +133,13 @@ def sign_link(
 def read_link(secret: str, token: str, now: datetime | None = None) -> Link:
     """The link a token stands for, if its signature holds and it has not expired at `now`.
     Raises LinkRefused saying which; its message holds neither the token nor the secret."""
+    link = _signed_link(secret, token)
+    _check_unexpired(link, now)
+    return link
+
+
+def _signed_link(secret: str, token: str) -> Link:
+    """The link a token stands for, if its signature holds, expired or not. Raises LinkRefused."""
     try:
         # No max_age here: a link's lifetime is inside the signed payload, known only once the
         # signature is checked; the expiry is then itsdangerous' signing time plus that lifetime.
@@ -131,9 +149,12 @@ def read_link(secret: str, token: str, now: datetime | None = None) -> Link:
     if not _well_formed(payload):
         raise LinkRefused(TAMPERED)  # signed with our secret and salt but not by us: treat as forged
     expires_at = signed_at + timedelta(seconds=payload["x"])
-    if (now or datetime.now(UTC)) >= expires_at:
-        raise LinkRefused(f"the link expired at {utc_text(expires_at)}: ask for a new one")
     return Link(repo=payload["r"], month=payload["m"], cutoff=payload["c"], expires_at=expires_at)
+
+
+def _check_unexpired(link: Link, now: datetime | None) -> None:
+    if (now or datetime.now(UTC)) >= link.expires_at:
+        raise LinkRefused(f"the link expired at {utc_text(link.expires_at)}: ask for a new one")
 
 
 def _well_formed(payload: object) -> bool:
@@ -209,33 +230,44 @@ def authorize(
     now: datetime | None = None,
 ) -> Grant:
     """May this request read `repo`'s reports? `authorization` is the Authorization header, `token`
-    the `?token=` parameter. Raises AccessDenied with the answer to give."""
+    the `?token=` parameter. Raises NotShown for a reader without access to a private repository,
+    and AccessDenied (403) for the holder of this repository's link that has expired."""
     if config.is_public(repo):
         return Grant(private=False)  # a token, even a bad one, changes nothing for a public repository
-    bearer = bearer_token(authorization)
-    if bearer is not None and is_admin(settings, bearer):
+    if admin_request(settings, authorization):
         return Grant(private=True)
     if token:
         if settings.link_secret is None:
-            raise AccessDenied(503, "signed links are off on this server: set TRACKER_LINK_SECRET to use them")
+            # The reader is told nothing more than for an unknown name; the operator is told why.
+            log.warning("a signed link was refused: TRACKER_LINK_SECRET is not set on this server")
+            raise NotShown(repo)
         try:
-            link = read_link(settings.link_secret.get_secret_value(), token, now)
+            link = _signed_link(settings.link_secret.get_secret_value(), token)
+        except LinkRefused:
+            raise NotShown(repo) from None
+        if link.repo != repo.lower():
+            raise NotShown(repo)
+        try:
+            _check_unexpired(link, now)
         except LinkRefused as exc:
             raise AccessDenied(403, str(exc)) from None
-        if link.repo != repo.lower():
-            raise AccessDenied(403, f"the link is for another repository, not {repo}: ask for a link to {repo}")
         return Grant(private=True, link=link, token=token)
-    if bearer is not None:
-        # Another scheme (a proxy's Basic credentials) is not ours to judge; a Bearer token is.
-        if settings.admin_token is None:
-            raise AccessDenied(403, "the bearer token is refused: TRACKER_ADMIN_TOKEN is not set on this server")
-        raise AccessDenied(403, "the bearer token is not TRACKER_ADMIN_TOKEN")
-    raise AccessDenied(
-        401,
-        f"{repo} is private: send Authorization: Bearer <TRACKER_ADMIN_TOKEN>, or open a signed link "
-        f"(`tracker link --repo {repo} --month YYYY-MM`)",
-        {"WWW-Authenticate": 'Bearer realm="tracker"'},
+    raise NotShown(repo)
+
+
+def unknown_or_private(repo: str) -> str:
+    """What a reader without access to private repositories is told of a name with nothing to show:
+    the same sentence whether no delivery of it has arrived or it is private (a report's answer
+    lists, besides, the repositories this reader may see)."""
+    return (
+        f"no reports of {repo} to show: no deliveries have been received for it, or it is private and needs "
+        f"Authorization: Bearer <TRACKER_ADMIN_TOKEN> or a signed link (`tracker link --repo {repo} --month YYYY-MM`)"
     )
+
+
+def may_be_private(config: TrackerConfig) -> bool:
+    """Whether any repository may be private: `defaults` or one repository says `public: false`."""
+    return config.defaults.public is False or any(own.public is False for own in config.repositories.values())
 
 
 def is_admin(settings: Settings, bearer: str) -> bool:

@@ -1,186 +1,211 @@
-"""RQ's dashboard (rq-dashboard) under `/admin/rq`, for the admin alone, on the tracker's own Redis.
+"""A read-only page of RQ's queues, workers and failed jobs, for the admin: `GET /admin/rq` (HTML) and
+`GET /admin/rq.json` (the same as JSON).
 
-Who may open it: a request carrying `Authorization: Bearer <TRACKER_ADMIN_TOKEN>` (scripts, curl), or
-a browser holding the session cookie that `POST /admin/rq/session` sets once the token is typed into
-the small form every refused page shows. The token travels in that form's body, never in a URL: no
-access log, proxy log, browser history or Referer ever holds it. The cookie is not the token either:
-it is signed with it (itsdangerous), expires after `SESSION_SECONDS`, dies when the token changes, and
-opens this dashboard only, never the API's admin endpoints. It is HttpOnly and SameSite=Strict, so
-another site can neither read it nor make the browser send it with a forged request (the dashboard's
-own buttons are POSTs). With no admin token configured the dashboard does not exist: 404.
+It replaces rq-dashboard (issue 31, item 8: its page needed `unsafe-eval`, showed job text unescaped,
+and had state-changing routes without a CSRF check). Both routes answer to `Authorization: Bearer
+<TRACKER_ADMIN_TOKEN>` alone and refuse as the API's admin endpoints do (`records.admin_refusal`:
+401 without the token, 403 with a wrong one, 503 when none is configured).
 
-The dashboard shows the queues, jobs and workers RQ keeps in Redis; the ledger, not Redis, says
-what is pending (README, "What `POST /webhook` answers"), so the buttons that delete jobs or empty
-queues are off: what they removed, the sweep would queue again.
+Nothing here changes anything: these two GETs are the only routes (any other method is 405, any
+other path below `/admin/rq` 404), and they read RQ's public API only, with the registries' clean-up
+off (a count that cleans up moves expired jobs between registries: a write). Worker.all, which the
+page needs, does drop the registration of a worker whose key has expired (RQ's own bookkeeping). The
+ledger, not Redis, says what is pending; failed deliveries are retried by `POST
+/api/v1/deliveries/retry-failed`.
+
+Each value read from Redis (job ids, descriptions, errors, worker names) is cut to TEXT characters
+and escaped by Jinja2's autoescape; each table has at most ROWS rows. The page has no script and
+only an inline style sheet, which the app's Content-Security-Policy allows
+(`tracker.web.app.SECURITY_HEADERS`).
 """
 
 from __future__ import annotations
 
-import hmac
+from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
-import rq_dashboard
-from flask import Blueprint, Flask, Response, current_app, make_response, redirect, render_template_string, request
-from itsdangerous import BadSignature, URLSafeTimedSerializer
-from werkzeug.wrappers import Response as Redirect
+from flask import Blueprint, render_template
+from redis import Redis
+from redis.exceptions import RedisError
+from rq import Queue, Worker
+from rq.exceptions import DeserializationError
+from rq.job import Job
+from rq.registry import (
+    BaseRegistry,
+    DeferredJobRegistry,
+    FailedJobRegistry,
+    FinishedJobRegistry,
+    ScheduledJobRegistry,
+    StartedJobRegistry,
+)
+from rq.results import Result
+from rq.worker import BaseWorker
 
-from tracker.services import Services
-from tracker.settings import Settings
-from tracker.web.access import bearer_token, is_admin
-from tracker.web.api import redis_shown
+from tracker.queue import GITHUB_QUEUE_NAME, QUEUE_NAME, RECORDS_QUEUE_NAME
+from tracker.web.access import NO_STORE, utc_text
+from tracker.web.api import error_page
 from tracker.web.context import services
+from tracker.web.records import admin_refusal
 
 PREFIX = "/admin/rq"
-COOKIE = "tracker_admin_rq"
-SESSION_SECONDS = 12 * 3600
-_SALT = "tracker.web.admin_rq session"
-_DASHBOARD = rq_dashboard.blueprint.name  # "rq_dashboard": its templates call url_for by this name
+ROWS = 50  # rows of each table at most
+TEXT = 240  # characters of any value read from Redis at most
+# Shown even before RQ has registered them (an empty Redis): the queues the tracker uses.
+TRACKER_QUEUES = (QUEUE_NAME, GITHUB_QUEUE_NAME, RECORDS_QUEUE_NAME)
 
-# The dashboard's page loads its own scripts and styles (served under PREFIX/static) and runs an inline
-# script that polls its JSON endpoints; the app's policy (tracker.web.app.SECURITY_HEADERS) allows none
-# of that. This one allows exactly that, from this host only.
-DASHBOARD_POLICY = (
-    "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
-    "img-src 'self' data:; font-src 'self'; connect-src 'self'; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'"
-)
-NO_STORE = "no-store"
-
-blueprint = Blueprint("admin_rq", __name__, url_prefix=PREFIX)
+blueprint = Blueprint("admin_rq", __name__)
 
 
-def init_app(app: Flask) -> None:
-    """Mount the dashboard (and the token form) on `app`, behind the admin token."""
-    app.config.update(
-        RQ_DASHBOARD_DISABLE_DELETE=True,
-        RQ_DASHBOARD_POLL_INTERVAL=2500,
-        # Shown on the page only (the instance list); the connection is the tracker's own (_connect).
-        RQ_DASHBOARD_REDIS_URL=(redis_shown(services_of(app).settings),),
-    )
-    app.register_blueprint(blueprint)
-    app.register_blueprint(rq_dashboard.blueprint, url_prefix=PREFIX)
-    # Before the dashboard's own hook (which would open a new Redis client from a URL on every request):
-    # the guard first, then the tracker's connection, and nothing else.
-    app.before_request_funcs[_DASHBOARD] = [_guard, _connect]
-    app.after_request_funcs.setdefault(_DASHBOARD, []).append(_dashboard_headers)
-    # The dashboard's page asks for the app's `static` favicon, which this app has not: its own.
-    app.url_build_error_handlers.append(_favicon)
+@dataclass(frozen=True)
+class QueueRow:
+    name: str
+    queued: int
+    started: int
+    scheduled: int
+    deferred: int
+    finished: int
+    failed: int
 
 
-def services_of(app: Flask) -> Services:
-    with app.app_context():
-        return services()
+@dataclass(frozen=True)
+class WorkerRow:
+    name: str
+    state: str
+    queues: str
+    current_job: str | None
+    last_heartbeat: str | None  # UTC, as every time here
 
 
-# --- who may open it -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FailedJob:
+    id: str
+    queue: str
+    function: str | None
+    description: str | None
+    enqueued_at: str | None
+    ended_at: str | None
+    error: str | None  # the last line of the traceback: the exception and its message
 
 
-def _guard() -> Response | None:
-    settings = services().settings
-    if settings.admin_token is None:
-        return _refused(404, "the RQ dashboard is off: set TRACKER_ADMIN_TOKEN to open it")
-    bearer = bearer_token(request.headers.get("Authorization"))
-    if bearer is not None:
-        if is_admin(settings, bearer):
-            return None
-        return _refused(403, "the bearer token is not TRACKER_ADMIN_TOKEN")
-    if _valid_session(settings, request.cookies.get(COOKIE)):
-        return None
-    return _refused(401, "type TRACKER_ADMIN_TOKEN to open the RQ dashboard", form=True)
+@dataclass(frozen=True)
+class Overview:
+    queues: list[QueueRow]
+    queues_total: int
+    workers: list[WorkerRow]
+    workers_total: int
+    failed: list[FailedJob]  # the most recent first
+    failed_total: int
 
 
-def _valid_session(settings: Settings, cookie: str | None) -> bool:
-    if not cookie or settings.admin_token is None:
-        return False
+@blueprint.get(PREFIX)
+def page() -> Any:
+    return _answer(html=True)
+
+
+@blueprint.get(f"{PREFIX}.json")
+def data() -> Any:
+    return _answer(html=False)
+
+
+def _answer(*, html: bool) -> Any:
+    refusal = admin_refusal()
+    if refusal is not None:
+        body, status = refusal
+        return error_page(status, body["error"], NO_STORE) if html else (body, status, NO_STORE)
     try:
-        said = _sessions(settings).loads(cookie, max_age=SESSION_SECONDS)
-    except BadSignature:  # tampered, expired, or signed with an earlier token
-        return False
-    return bool(said == "admin")
+        shown = overview(services().require_redis())
+    except RedisError as exc:
+        message = f"Redis is unreachable ({type(exc).__name__}): try again once /healthz is 200"
+        return error_page(503, message, NO_STORE) if html else ({"error": message}, 503, NO_STORE)
+    if html:
+        return render_template("admin_rq.html", overview=shown), NO_STORE
+    return asdict(shown), NO_STORE
 
 
-def _sessions(settings: Settings) -> URLSafeTimedSerializer:
-    assert settings.admin_token is not None
-    return URLSafeTimedSerializer(settings.admin_token.get_secret_value(), salt=_SALT)
+# --- what RQ keeps in Redis, read only ---------------------------------------------------------------
 
 
-@blueprint.post("/session")
-def open_session() -> Response | Redirect:
-    """The form's target: a right token sets the cookie and goes to the dashboard (303, so a reload
-    does not post the token again); a wrong one is the form again, 403."""
-    settings = services().settings
-    if settings.admin_token is None:
-        return _refused(404, "the RQ dashboard is off: set TRACKER_ADMIN_TOKEN to open it")
-    typed = request.form.get("token", "")
-    if not typed or not hmac.compare_digest(typed.encode(), settings.admin_token.get_secret_value().encode()):
-        return _refused(403, "that is not TRACKER_ADMIN_TOKEN", form=True)
-    answer = redirect(f"{PREFIX}/", 303)
-    answer.set_cookie(
-        COOKIE,
-        _sessions(settings).dumps("admin"),
-        max_age=SESSION_SECONDS,
-        path=PREFIX,
-        secure=request.is_secure,  # behind the TLS proxy (X-Forwarded-Proto), never sent in clear
-        httponly=True,
-        samesite="Strict",
+def overview(connection: Redis) -> Overview:
+    names = sorted({*TRACKER_QUEUES, *(queue.name for queue in Queue.all(connection=connection))})
+    queues = [Queue(name, connection=connection) for name in names]
+    failed = sorted(
+        (job for queue in queues for job in _recent_failures(queue)),
+        key=lambda job: job.ended_at or "",  # ISO 8601 in UTC: sorts as the moments do
+        reverse=True,
     )
-    answer.headers["Cache-Control"] = NO_STORE
-    return answer
+    workers = sorted(Worker.all(connection=connection), key=lambda worker: worker.name)
+    counted = [_counts(queue) for queue in queues]
+    return Overview(
+        queues=counted[:ROWS],
+        queues_total=len(counted),
+        workers=[_worker_row(worker) for worker in workers[:ROWS]],
+        workers_total=len(workers),
+        failed=failed[:ROWS],
+        failed_total=sum(row.failed for row in counted),
+    )
 
 
-@blueprint.post("/session/end")
-def end_session() -> Redirect:
-    answer = redirect(f"{PREFIX}/", 303)
-    answer.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="Strict")
-    return answer
+def _counts(queue: Queue) -> QueueRow:
+    def count(registry: type[BaseRegistry]) -> int:
+        return registry(queue=queue).get_job_count(cleanup=False)
+
+    return QueueRow(
+        name=_cut(queue.name) or "",
+        queued=queue.count,
+        started=count(StartedJobRegistry),
+        scheduled=count(ScheduledJobRegistry),
+        deferred=count(DeferredJobRegistry),
+        finished=count(FinishedJobRegistry),
+        failed=count(FailedJobRegistry),
+    )
 
 
-_FORM = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>RQ dashboard: admin token</title></head>
-<body style="font-family: sans-serif; max-width: 36em; margin: 4em auto">
-<h1>RQ dashboard</h1>
-<p>{{ message }}</p>
-{% if form %}
-<form method="post" action="{{ prefix }}/session">
-<label>TRACKER_ADMIN_TOKEN <input type="password" name="token" autocomplete="current-password" autofocus></label>
-<button type="submit">Open</button>
-</form>
-{% endif %}
-</body></html>
-"""
+def _recent_failures(queue: Queue) -> list[FailedJob]:
+    """The queue's ROWS most recent failures (the registry's score is the failure time plus the job's
+    failure_ttl, the same for all the tracker's jobs)."""
+    registry = FailedJobRegistry(queue=queue)
+    ids = registry.get_job_ids(0, ROWS - 1, desc=True, cleanup=False)
+    return [_failed_job(job, queue.name) for job in Job.fetch_many(ids, connection=queue.connection) if job]
 
 
-def _refused(status: int, message: str, *, form: bool = False) -> Response:
-    if request.path.endswith(".json"):  # the page's polling, or a script
-        answer = make_response({"error": message}, status)
-    else:
-        answer = make_response(render_template_string(_FORM, message=message, form=form, prefix=PREFIX), status)
-    if status == 401:
-        answer.headers["WWW-Authenticate"] = 'Bearer realm="tracker"'
-    answer.headers["Cache-Control"] = NO_STORE
-    return answer
+def _failed_job(job: Job, queue: str) -> FailedJob:
+    result = job.latest_result()
+    trace = result.exc_string if result is not None and result.type == Result.Type.FAILED else None
+    lines = (trace or "").strip().splitlines()
+    return FailedJob(
+        id=_cut(job.id) or "",
+        queue=_cut(queue) or "",
+        function=_cut(_function(job)),
+        description=_cut(job.description),
+        enqueued_at=_moment(job.enqueued_at),
+        ended_at=_moment(job.ended_at),
+        error=_cut(lines[-1]) if lines else None,
+    )
 
 
-# --- the dashboard on the tracker's Redis ----------------------------------------------------------
+def _function(job: Job) -> str | None:
+    try:
+        return job.func_name
+    except DeserializationError:  # a job stored by another release, whose arguments no longer load
+        return None
 
 
-def _connect() -> Response | None:
-    """The dashboard reads `current_app.redis_conn`: the tracker's connection (REDIS_URL, or the
-    embedded server), set per request as its own hook would. It knows one Redis: instance 0."""
-    instance = (request.view_args or {}).get("instance_number")
-    if instance not in (None, 0):
-        return _refused(404, "this dashboard shows the tracker's one Redis: instance 0")
-    current_app.redis_conn = services().require_redis()  # type: ignore[attr-defined]
-    return None
+def _worker_row(worker: BaseWorker) -> WorkerRow:
+    return WorkerRow(
+        name=_cut(worker.name) or "",
+        state=_cut(worker.get_state()) or "",
+        queues=_cut(", ".join(worker.queue_names())) or "",
+        current_job=_cut(worker.get_current_job_id()),
+        last_heartbeat=_moment(worker.last_heartbeat),
+    )
 
 
-def _dashboard_headers(response: Response) -> Response:
-    response.headers["Content-Security-Policy"] = DASHBOARD_POLICY
-    response.headers.setdefault("Cache-Control", NO_STORE)
-    return response
+def _cut(text: str | None) -> str | None:
+    if text is None or len(text) <= TEXT:
+        return text
+    return text[: TEXT - 1] + "…"
 
 
-def _favicon(error: Exception, endpoint: str, values: dict[str, Any]) -> str:
-    if endpoint == "static" and values.get("filename") == "favicon.ico":
-        return f"{PREFIX}/static/favicon.ico"
-    raise error  # not ours: Flask tries its next handler, then raises it
+def _moment(moment: datetime | None) -> str | None:
+    return utc_text(moment) if moment is not None else None

@@ -43,8 +43,19 @@ from tracker.reports.render import (
 from tracker.settings import Settings, SettingsError
 from tracker.store.ledger import FAILED
 from tracker.store.narrations import NarrationStore, Spent
-from tracker.web.access import NO_STORE, TOKEN_PARAMETER, AccessDenied, admin_request, authorize, carry_token
-from tracker.web.context import services
+from tracker.web.access import (
+    NO_STORE,
+    TOKEN_PARAMETER,
+    AccessDenied,
+    NotShown,
+    admin_request,
+    authorize,
+    carry_token,
+    may_be_private,
+    unknown_or_private,
+)
+from tracker.web.context import asked_repository, clipped, services
+from tracker.web.records import admin_refusal
 
 blueprint = Blueprint("api", __name__)
 log = logging.getLogger(__name__)
@@ -69,19 +80,25 @@ def report(owner: str, repo: str, name: str) -> Any:
     """`<YYYY-MM|current>.<md|html|json>?cutoff=YYYY-MM-DD&lang=en|zh-CN`."""
     month, _, fmt = name.rpartition(".")
     if fmt not in FORMATS or not month:
-        return {"error": f"{name!r}: ask for <YYYY-MM or current>.md, .html or .json"}, 404
+        return {"error": f"{clipped(name)!r}: ask for <YYYY-MM or current>.md, .html or .json"}, 404
     try:
-        lang = language(request.args.get("lang"))
+        lang = language(_argument("lang"))
     except UnknownLanguage as exc:
         return _error(fmt, 400, str(exc))
     return _report(owner, repo, month, fmt, lang)
 
 
+def _argument(name: str) -> str | None:
+    """A query parameter, clipped before anything may quote it in an error (context.clipped)."""
+    value = request.args.get(name)
+    return clipped(value) if value is not None else None
+
+
 def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
     started = time.perf_counter()  # tracker_report_render_seconds
     app = services()
-    name = f"{owner}/{repo}"
-    detail = request.args.get("detail") or FULL
+    name = asked_repository(owner, repo)
+    detail = _argument("detail") or FULL
     if detail not in DETAILS or (fmt != "json" and detail != FULL):
         forms = " or ".join(f"detail={d}" for d in DETAILS)
         return _error(fmt, 400, f"detail={detail!r} is not offered: the JSON has {forms}; Markdown and HTML one form")
@@ -91,23 +108,14 @@ def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
         grant = authorize(
             app.settings, app.config, name, request.headers.get("Authorization"), request.args.get(TOKEN_PARAMETER)
         )
-        wanted = resolve(app.state, app.config, name, month, request.args.get("cutoff"))
+        wanted = resolve(app.state, app.config, name, clipped(month), _argument("cutoff"))
         grant.require(wanted.repo, wanted.window)
     except AccessDenied as exc:
         return _error(fmt, exc.status, exc.message, exc.headers) if fmt == "html" else exc.answer()
+    except NotShown:
+        return _not_found(fmt, name, None)
     except UnknownRepository as exc:
-        # Only what this reader may see: private repositories for the admin alone, and never where
-        # the ledger is (`str(exc)`, for the terminal, says that).
-        known, headers = _listed_repositories()
-        return _error(
-            fmt,
-            404,
-            exc.describe(known),
-            headers,
-            repositories=known,
-            heading="Repositories with reports (each links its month to date):",
-            extra={"repositories": known},
-        )
+        return _not_found(fmt, name, exc)
     except WindowError as exc:
         # A bad month or cutoff of a public repository: its month to date is the way on.
         public = app.config.is_public(name)
@@ -130,6 +138,24 @@ def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
         body = carry_token(body.decode("utf-8") if isinstance(body, bytes) else body, grant.token)
     metrics.report_answered(fmt, time.perf_counter() - started)
     return Response(body, content_type=_MEDIA_TYPES[fmt], headers=headers)
+
+
+def _not_found(fmt: str, name: str, unknown: UnknownRepository | None) -> Any:
+    """404 for a repository with no reports this reader may see. Only what this reader may see: the
+    admin is told the ledger has no such name and every repository; anyone else the same answer,
+    headers included, whether the name is unknown or private (`unknown` None), and the public
+    repositories. Never where the ledger is (`str(unknown)`, for the terminal, says that)."""
+    known, _ = _listed_repositories()
+    admin = admin_request(services().settings, request.headers.get("Authorization"))
+    return _error(
+        fmt,
+        404,
+        unknown.describe(known) if unknown is not None and admin else unknown_or_private(name),
+        NO_STORE,
+        repositories=known,
+        heading="Repositories with reports (each links its month to date):",
+        extra={"repositories": known},
+    )
 
 
 def _error(
@@ -195,16 +221,19 @@ def repository_list() -> Any:
 
 @blueprint.get("/api/v1/status")
 def status() -> Any:
+    """The service's state. Anyone sees the public part; the admin also sees private repositories
+    and what names or concerns them, and where the data is."""
     app = services()
     names, headers = _listed_repositories()  # private repositories only for the admin
+    admin = admin_request(app.settings, request.headers.get("Authorization"))
     body: dict[str, Any] = {
         "deliveries": app.ledger.counts().as_dict(),
-        "hooks": app.ledger.hooks(),
+        "hooks": recent_hooks(app.ledger.hooks()),
         "repositories": names,
     }
     # Where the data is, for the admin only: paths are not secrets, but they show the machine's
     # layout, and behind a reverse proxy on the same machine every request comes from loopback.
-    if admin_request(app.settings, request.headers.get("Authorization")):
+    if admin:
         body["storage"] = {
             "data_dir": str(app.settings.data_dir.resolve()),
             "ledger": ledger_shown(app.ledger.engine),
@@ -220,8 +249,14 @@ def status() -> Any:
         }
     except Exception as exc:
         body["queue"] = {"error": f"Redis is unreachable ({type(exc).__name__})"}
+    if not admin and "github" in body and may_be_private(app.config):
+        # GitHub's last error names the repository it was about, and says nothing of which: while any
+        # repository may be private, it is the admin's (null to others, as when there is none).
+        body["github"]["last_error"] = None
     if body["deliveries"][FAILED]:
-        body["failed_deliveries"] = app.ledger.failures()
+        failures = app.ledger.failures()
+        # Each failure names its repository and quotes its error: a private one's are the admin's.
+        body["failed_deliveries"] = [f for f in failures if admin or (f["repo"] and app.config.is_public(f["repo"]))]
     shown = {name.lower() for name in names}
     body["history"] = {
         # A backfill queued before the repository's first delivery is shown too (unless private).
@@ -232,10 +267,27 @@ def status() -> Any:
         ],
         "coverage": {name: coverage_summary(app.history, name, int(time.time()))["complete"] for name in names},
     }
-    body["publications"] = [p for p in app.records.publications(10) if p["repo"] in shown]  # newest first
+    publications = [p for p in app.records.publications(10) if p["repo"] in shown]  # newest first
+    # Where a month was published (a directory of this machine, or an issue in a repository that may
+    # be private) and what went wrong there: the admin's.
+    body["publications"] = publications if admin else [_public_part(p) for p in publications]
     if app.config.narrator_model is not None:
         body["narrator"] = narrator_usage(app.state.engine, app.settings, app.config, names)
     return body, 200, headers
+
+
+# Hooks /api/v1/status shows, those that pinged last: a service has a hook or two (a repository's, an
+# App's), and the table may hold more than GitHub ever sent (the hooks a replayed ping once added).
+HOOKS_SHOWN = 10
+
+
+def recent_hooks(hooks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The HOOKS_SHOWN hooks that pinged last, the latest first."""
+    return sorted(hooks, key=lambda hook: (hook["last_ping_at"], hook["hook_id"]), reverse=True)[:HOOKS_SHOWN]
+
+
+def _public_part(publication: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in publication.items() if key not in ("target", "detail")}
 
 
 def narrator_usage(engine: Any, settings: Settings, config: TrackerConfig, names: list[str]) -> dict[str, Any]:
@@ -263,7 +315,9 @@ def narrator_usage(engine: Any, settings: Settings, config: TrackerConfig, names
                     "cost": round(cost / 1_000_000, 6),
                 }
             )
-    return {"model": config.narrator_model, "months": months}
+    failure = store.last_error()  # the endpoint's last failure, of a repository this request may see
+    shown = failure is not None and any(failure["repo"] == name.lower() for name in names)
+    return {"model": config.narrator_model, "months": months, "last_error": failure if shown else None}
 
 
 def redis_shown(settings: Settings) -> str:
@@ -281,11 +335,10 @@ def redis_shown(settings: Settings) -> str:
 
 @blueprint.post("/api/v1/deliveries/retry-failed")
 def retry_failed() -> Any:
+    refusal = admin_refusal()  # as every admin endpoint: 503 off, 401 without the token, 403 a wrong one
+    if refusal is not None:
+        return refusal
     app = services()
-    if app.settings.admin_token is None:
-        return {"error": "admin endpoints are off: set TRACKER_ADMIN_TOKEN to use them"}, 403
-    if not admin_request(app.settings, request.headers.get("Authorization")):
-        return {"error": "send Authorization: Bearer <TRACKER_ADMIN_TOKEN>"}, 401
     # Redis first, and the ledger only after the jobs are queued: while Redis is down nothing
     # changes (the deliveries stay failed, for another try), and a Redis that fails half-way
     # leaves them failed too (a job queued before the failure may still process its delivery).

@@ -31,7 +31,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.register_blueprint(records.blueprint)
     app.register_blueprint(history.blueprint)
     app.register_blueprint(metrics.blueprint)  # GET /metrics (TRACKER_METRICS_TOKEN)
-    admin_rq.init_app(app)  # RQ's dashboard under /admin/rq, behind TRACKER_ADMIN_TOKEN
+    app.register_blueprint(admin_rq.blueprint)  # GET /admin/rq: RQ's queues, read only (TRACKER_ADMIN_TOKEN)
     _errors(app)
     app.after_request(_security_headers)
     logging.getLogger("tracker").setLevel(logging.INFO)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import cast
 
 from flask import current_app
@@ -14,7 +15,27 @@ MAX_BODY_BYTES = 25 * 1024 * 1024
 # The repository a webhook delivery is about, left in the WSGI environ for the access log (tracker.web.server).
 REPOSITORY_ENVIRON = "tracker.repository"
 
+# GitHub's delivery ids are GUIDs; the webhook takes any visible ASCII, up to the 100 characters the
+# ledger keeps of one.
+DELIVERY_ID = re.compile(r"[\x21-\x7e]{1,100}")
+# The most characters of a request's own value that an error quotes back (a 10 KB query value is not
+# worth echoing, and an answer must not grow with what the client sent).
+QUOTED = 64
+
 _EXTENSION = "tracker"
+
+
+def clipped(value: str, limit: int = QUOTED) -> str:
+    """`value`, or its first `limit` characters and `…` when it is longer. Clip a request's value before
+    a parser that quotes it in its error: every value these routes accept is shorter than the limit, and
+    the `…` keeps a clipped value from ever reading as a valid one."""
+    return value if len(value) <= limit else value[:limit] + "…"
+
+
+def asked_repository(owner: str, repo: str) -> str:
+    """`owner/repo` from a URL, each part clipped at the longest GitHub allows (39 and 100 characters,
+    tracker.core.repository), so that no name GitHub could give is changed."""
+    return f"{clipped(owner, 39)}/{clipped(repo, 100)}"
 
 
 def services() -> Services:

@@ -13,7 +13,8 @@ from tracker.core.window import WindowError
 from tracker.queue import enqueue_history, redis_failure
 from tracker.reports.coverage import coverage_summary
 from tracker.store.history import QUEUED, SAMPLE_REFUSAL
-from tracker.web.context import services
+from tracker.web.access import admin_request
+from tracker.web.context import clipped, services
 from tracker.web.records import admin_refusal
 
 blueprint = Blueprint("history", __name__)
@@ -29,8 +30,8 @@ def queue_backfill(owner: str, repo: str) -> Any:
     app = services()
     given = request.get_json(silent=True) if request.is_json else None
     fields = given if isinstance(given, dict) else {}
-    month = request.args.get("month", fields.get("month"))
-    since = request.args.get("since", fields.get("since"))
+    month = _clipped(request.args.get("month", fields.get("month")))
+    since = _clipped(request.args.get("since", fields.get("since")))
     files = request.args.get("files", fields.get("files", "daily"))
     try:
         full_name = check_full_name(f"{owner}/{repo}")
@@ -65,12 +66,17 @@ def repository_history(owner: str, repo: str) -> Any:
         full_name = check_full_name(f"{owner}/{repo}")
     except ValueError as exc:
         return {"error": f"the repository {exc}"}, 400
-    if not app.config.is_public(full_name):
-        refusal = admin_refusal()
-        if refusal is not None:
-            return refusal
+    if not app.config.is_public(full_name) and not admin_request(app.settings, request.headers.get("Authorization")):
+        # To anyone but the admin, a private repository is a name nothing is known of (the answer
+        # such a name gets), so that whether it exists is not told either.
+        return {"repo": full_name, "runs": [], "coverage": {"intervals": [], "complete": []}}
     return {
         "repo": full_name,
         "runs": [run.as_dict() for run in app.history.runs(full_name)],
         "coverage": coverage_summary(app.history, full_name, int(time.time())),
     }
+
+
+def _clipped(value: Any) -> Any:
+    """A string parameter clipped before an error may quote it (context.clipped); others as they are."""
+    return clipped(value) if isinstance(value, str) else value

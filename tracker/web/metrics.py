@@ -3,9 +3,11 @@
 
 Open unless TRACKER_METRICS_TOKEN is set; then only `Authorization: Bearer <token>` reads it (401
 otherwise, compared in constant time). Open by default because it shows counts, durations, queue
-lengths and the names of repositories the ledger already lists on the index page, never a secret,
-a body or a header; set the token when those names or the traffic are not for everyone who can
-reach the service.
+lengths and the names of the public repositories the index page lists, never a secret, a body or a
+header. While it is open, the per-repository metrics leave private repositories (config `public:
+false`) out altogether: no label names them and no figure is added up under another label, so
+nothing tells that they exist. With the token set, every repository the ledger knows has its labels;
+set it when the traffic is not for everyone who can reach the service, or to watch private ones.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from tracker import metrics
 from tracker.github.quota import Quota
 from tracker.web.access import NO_STORE, bearer_token
-from tracker.web.context import services
+from tracker.web.context import DELIVERY_ID, services
 
 blueprint = Blueprint("metrics", __name__)
 
@@ -47,13 +49,19 @@ def scrape() -> Any:
                 401,
                 {"WWW-Authenticate": 'Bearer realm="metrics"'},
             )
+
+    def repositories() -> list[str]:
+        names = app.state.repository_names()
+        # Open to anyone: the public repositories alone (see the module's docstring).
+        return names if token is not None else [name for name in names if app.config.is_public(name)]
+
     sources = metrics.ScrapeSources(
         redis=app.redis,
         queues={q.name: q.key for q in (app.delivery_queue, app.github_queue, app.records_queue)}
         if app.redis is not None
         else {},
         quota=lambda: _quota(app.require_redis()),
-        repositories=app.state.repository_names,
+        repositories=repositories,
     )
     return Response(metrics.exposition(sources), content_type=metrics.CONTENT_TYPE, headers=NO_STORE)
 
@@ -92,6 +100,7 @@ def _reason(status: int, body: dict[str, Any]) -> str:
     if status == 200:
         return {"duplicate": "duplicate", "pong": "ping"}.get(str(body.get("status")), "other")
     if status == 400:
-        missing = not request.headers.get("X-GitHub-Event", "").strip()
-        return "missing_headers" if missing or not request.headers.get("X-GitHub-Delivery", "").strip() else "malformed"
+        event = request.headers.get("X-GitHub-Event", "").strip()
+        delivery = DELIVERY_ID.fullmatch(request.headers.get("X-GitHub-Delivery", "").strip())
+        return "missing_headers" if not event or not delivery else "malformed"
     return _REASON_BY_STATUS.get(status, "other")

@@ -11,8 +11,8 @@ from tracker.core.window import Month, WindowError
 from tracker.queue import enqueue_finalize, redis_failure
 from tracker.reports.loading import UnknownRepository
 from tracker.reports.records import MonthNotEnded, final_request, late_deliveries, stored_name
-from tracker.web.access import bearer_token, is_admin
-from tracker.web.context import services
+from tracker.web.access import admin_request, bearer_token, is_admin, unknown_or_private
+from tracker.web.context import asked_repository, clipped, services
 
 blueprint = Blueprint("records", __name__)
 
@@ -41,7 +41,7 @@ def finalize(owner: str, repo: str, month: str) -> Any:
     app = services()
     force = request.args.get("force", "").lower() in ("1", "true", "yes")
     try:
-        wanted = final_request(app.state, app.config, f"{owner}/{repo}", month, force=force)
+        wanted = final_request(app.state, app.config, asked_repository(owner, repo), clipped(month), force=force)
     except UnknownRepository as exc:
         return {"error": str(exc)}, 404
     except MonthNotEnded as exc:
@@ -78,18 +78,18 @@ def records(owner: str, repo: str, month: str) -> Any:
     """Every record of the month (newest last), without their documents, and the deliveries that
     arrived after the latest one."""
     app = services()
-    # A private repository's records are the admin's: asked before the name is looked up, so that
-    # whether it exists is not told to others either.
-    if not app.config.is_public(f"{owner}/{repo}"):
-        refusal = admin_refusal()
-        if refusal is not None:
-            return refusal
+    asked = asked_repository(owner, repo)
+    # A private repository's records are the admin's: to anyone else it is answered as a name the
+    # ledger does not know, asked before the name is looked up, so that whether it exists is not told.
+    admin = admin_request(app.settings, request.headers.get("Authorization"))
+    if not admin and not app.config.is_public(asked):
+        return {"error": unknown_or_private(asked)}, 404
     try:
-        full_name = stored_name(app.state, f"{owner}/{repo}")
+        full_name = stored_name(app.state, asked)
     except UnknownRepository as exc:
-        return {"error": str(exc)}, 404
+        return {"error": str(exc) if admin else unknown_or_private(asked)}, 404
     try:
-        month_text = str(Month.parse(month))
+        month_text = str(Month.parse(clipped(month)))
     except WindowError as exc:
         return {"error": str(exc)}, 400
     kept = app.records.all(full_name, month_text)

@@ -17,9 +17,9 @@ silent for `timeout` (a request stuck in the app, as a sync worker was), gracefu
 logs to stderr, no control socket.
 
 Each connection carries one request, as with sync workers, so that each new one goes to whichever
-process accepts it first (kept-alive connections pinned to one process halved throughput with gthread,
-MEASURED.md). Per process at most `CONNECTIONS` are open at once; an attacker with more sockets than
-that is for the TLS reverse proxy in front (README) to limit.
+process accepts it first (kept-alive connections pinned to one process halved throughput with gthread
+in a measurement on a 2-core machine). Per process at most `CONNECTIONS` are open at once; an attacker
+with more sockets than that is for the TLS reverse proxy in front (README) to limit.
 
 Every request answered is one line of the access log (`access_log`, logger `tracker.access`): method,
 path (secret-looking query values redacted), status, GitHub's delivery id when the request has one,

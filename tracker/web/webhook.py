@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from typing import Any
 
 from flask import Blueprint, request
@@ -24,7 +25,7 @@ from tracker.core.payloads import (
 )
 from tracker.store.ledger import Delivery, now_ms
 from tracker.web import signature
-from tracker.web.context import MAX_BODY_BYTES, REPOSITORY_ENVIRON, services
+from tracker.web.context import DELIVERY_ID, MAX_BODY_BYTES, REPOSITORY_ENVIRON, clipped, services
 from tracker.web.metrics import counted_deliveries
 
 blueprint = Blueprint("webhook", __name__)
@@ -42,6 +43,10 @@ KEPT_HEADERS = (
 )
 
 Answer = tuple[dict[str, Any], int]
+
+_HOOK_ID = re.compile(r"[1-9][0-9]{0,18}")
+# X-GitHub-Hook-Installation-Target-Type: `repository`, `organization`, `integration`, …
+_TARGET_TYPE = re.compile(r"[a-z_]{1,40}")
 
 
 @blueprint.post("/webhook")
@@ -63,9 +68,11 @@ def receive() -> Answer:
     delivery_id = request.headers.get("X-GitHub-Delivery", "").strip()
     if not event or not delivery_id:
         return _error(400, "X-GitHub-Event and X-GitHub-Delivery headers are required")
+    if not DELIVERY_ID.fullmatch(delivery_id):
+        return _error(400, "X-GitHub-Delivery is not a delivery id GitHub sends (a GUID): check what sent it")
     content_type = (request.mimetype or JSON_CONTENT_TYPE).lower()
     if content_type not in (JSON_CONTENT_TYPE, FORM_CONTENT_TYPE):
-        return _error(415, f"content type {content_type} is not one GitHub sends: use application/json")
+        return _error(415, f"content type {clipped(content_type)} is not one GitHub sends: use application/json")
 
     if event == "ping":
         return _ping(body, content_type)
@@ -86,7 +93,7 @@ def receive() -> Answer:
         event=event,
         action=shape.action,
         repo=shape.repository.full_name,
-        hook_id=request.headers.get("X-GitHub-Hook-ID"),
+        hook_id=_hook_id_header(),
         content_type=content_type,
         headers={name: request.headers[name] for name in KEPT_HEADERS if name in request.headers},
         body=body,
@@ -111,18 +118,28 @@ def receive() -> Answer:
 def _ping(body: bytes, content_type: str) -> Answer:
     try:
         ping = parse_ping(json_bytes(body, content_type))
-    except (MalformedBody, IncompleteBody) as exc:
+    except MalformedBody as exc:
         return _error(400, str(exc))
-    hook_id = request.headers.get("X-GitHub-Hook-ID") or (str(ping.hook_id) if ping.hook_id else None)
-    if hook_id is None:
-        return _error(400, "a ping needs X-GitHub-Hook-ID or hook_id")
+    except IncompleteBody as exc:  # 400, not 422: a ping without its hook is no ping GitHub sends
+        return _error(400, f"the ping body lacks its hook: {exc}")
+    # The hook's id comes from the signed body: a captured ping replayed under other headers can only
+    # count again for the hook it was sent by (one row, not one per header the replayer makes up).
+    hook_id = str(ping.hook_id)
+    target = request.headers.get("X-GitHub-Hook-Installation-Target-Type")
     services().ledger.record_ping(
         hook_id,
         ping.hook.type,
         ping.hook.events,
-        request.headers.get("X-GitHub-Hook-Installation-Target-Type"),
+        target if target is not None and _TARGET_TYPE.fullmatch(target) else None,
     )
     return {"status": "pong", "hook_id": hook_id, "zen": ping.zen}, 200
+
+
+def _hook_id_header() -> str | None:
+    """X-GitHub-Hook-ID when it is one GitHub could send (a positive 64-bit integer), else None: the
+    header is not signed, and the ledger keeps up to 32 characters of it."""
+    value = request.headers.get("X-GitHub-Hook-ID", "").strip()
+    return value if _HOOK_ID.fullmatch(value) and int(value) < 2**63 else None
 
 
 def _error(code: int, message: str) -> Answer:
