@@ -85,7 +85,7 @@ def test_a_blank_secret_is_unset(monkeypatch: pytest.MonkeyPatch, blank: str) ->
     assert settings.github_token is None
 
 
-@pytest.mark.parametrize("token", ["Z", "tiny9", "fifteen-chars-x", "  padded-short  "])
+@pytest.mark.parametrize("token", ["Z", "tiny9", "eleven-char", "  padded-11ch  "])
 def test_a_short_admin_token_is_refused_at_start_up_without_quoting_it(
     monkeypatch: pytest.MonkeyPatch, token: str
 ) -> None:
@@ -94,17 +94,17 @@ def test_a_short_admin_token_is_refused_at_start_up_without_quoting_it(
     with pytest.raises(SettingsError) as caught:
         load_settings()
     message = str(caught.value)
-    assert message.startswith("TRACKER_ADMIN_TOKEN is shorter than 16 characters: set it to a long random value")
+    assert message.startswith("TRACKER_ADMIN_TOKEN is shorter than 12 characters: set it to a long random value")
     assert "secrets.token_urlsafe" in message
     assert token.strip() not in message
     with pytest.raises(SettingsError, match="TRACKER_ADMIN_TOKEN is shorter"):
         load_settings(admin_token=token)  # an override is checked the same way
 
 
-def test_an_admin_token_of_16_characters_is_enough(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRACKER_ADMIN_TOKEN", "sixteen-chars-xx")
+def test_an_admin_token_of_12_characters_is_enough(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACKER_ADMIN_TOKEN", "twelve-chars")
     token = load_settings().admin_token
-    assert token is not None and token.get_secret_value() == "sixteen-chars-xx"
+    assert token is not None and token.get_secret_value() == "twelve-chars"
 
 
 def test_require_webhook_secret_says_what_to_do() -> None:

@@ -24,7 +24,7 @@ POSTGRES_EXTRA = f"install the postgres extra: pip install '{APP_NAME}[postgres]
 # means psycopg2, SQLAlchemy's default); other drivers are left to SQLAlchemy to report.
 _POSTGRES_DRIVERS = {"psycopg": "psycopg", "psycopg2": "psycopg2", "": "psycopg2"}
 # The shortest TRACKER_ADMIN_TOKEN accepted, and a command that prints a good one.
-MIN_ADMIN_TOKEN = 16
+MIN_ADMIN_TOKEN = 12
 RANDOM_VALUE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 

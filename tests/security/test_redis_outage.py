@@ -33,7 +33,7 @@ from tracker.web.signature import sign
 # within about one second of Redis time (tracker.queue.WEB_REDIS) plus the ledger write.
 WEBHOOK_LIMIT = 2.0
 HEALTHZ_LIMIT = 1.0
-ADMIN_TOKEN = "admin-token-0123456789"  # TRACKER_ADMIN_TOKEN: at least 16 characters
+ADMIN_TOKEN = "admin-token-0123456789"  # TRACKER_ADMIN_TOKEN: at least 12 characters
 
 
 class RedisServer:
