@@ -161,6 +161,7 @@ def _move(url: str, stop: multiprocessing.Event, results: multiprocessing.Queue)
     results.put(moved)
 
 
+@needs_shared
 def test_receivers_and_a_mover_in_several_processes_lose_nothing_and_keep_each_id_once(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.sqlite3'}"
     connect(url).dispose()

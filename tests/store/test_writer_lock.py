@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
+from tests.paths import needs_shared
 from tests.store.test_ledger import ping_delivery
 from tracker.store import database
 from tracker.store.database import connect
@@ -69,6 +70,7 @@ def test_a_write_transaction_holds_the_lock_until_its_commit_or_rollback(sqlite_
         assert lock_is_free(sqlite_engine)  # a reader takes no writer's lock
 
 
+@needs_shared
 def test_the_webhook_insert_waits_for_the_lock_and_stores_once_it_is_released(sqlite_engine: Engine) -> None:
     ledger = Ledger(sqlite_engine)
     stored: list[bool] = []
@@ -84,6 +86,7 @@ def test_the_webhook_insert_waits_for_the_lock_and_stores_once_it_is_released(sq
     assert lock_is_free(sqlite_engine)  # and let go of after its commit
 
 
+@needs_shared
 def test_a_writer_that_waits_past_the_busy_timeout_fails_and_changes_nothing(
     sqlite_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
