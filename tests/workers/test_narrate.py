@@ -193,6 +193,25 @@ def test_the_schedule_queues_the_current_and_unrecorded_previous_month_once_an_h
     assert sum(1 for d in jobs if d is not None and d.startswith("narrate ") and REPO in d) == 2
 
 
+def test_the_schedule_asks_again_for_last_month_while_its_record_lacks_prose(
+    narrated: tuple[Flask, FlaskClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31, item 12: a month frozen before its prose was written keeps being narrated (its late
+    prose then adds a revision of the record); once the record has it all, only this month is asked."""
+    from types import SimpleNamespace
+
+    from workers.narrate import narrations_due
+
+    app, _ = narrated
+    with app.app_context():
+        s = services()
+        for lacking, expected in ((["delivered"], 2), ([], 1)):
+            record = SimpleNamespace(pending={"narration": lacking})
+            monkeypatch.setattr(type(s.records), "latest", lambda _self, _repo, _month, r=record: r)
+            s.require_redis().flushdb()  # the hour's marks of the round before
+            assert narrations_due(s) == expected, lacking
+
+
 def test_the_command_says_what_is_missing(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
