@@ -102,17 +102,19 @@ class _RedisLost(StopRequested):
 
 
 class Scheduler(RQScheduler):
-    """RQ's scheduler process, which stops quietly when Redis is already gone.
+    """RQ's scheduler process, which ends quietly when Redis goes away.
 
     systemd stops a service by sending SIGTERM to every process of it at once (KillMode=control-group,
-    its default), the embedded Redis among them: the scheduler's last words, giving its locks back,
-    then found no server, and it wrote a traceback into the log. Its locks lapse by themselves."""
+    its default), the embedded Redis among them: the scheduler, in its loop or giving its locks back,
+    then found no server, and wrote a traceback into the log (partly as raw lines, from the process's
+    end). Now it says so in one line and ends; its locks lapse by themselves, and RQ's maintenance in
+    the workers starts a scheduler again once one can take the locks."""
 
-    def stop(self) -> None:
+    def work(self) -> None:
         try:
-            super().stop()  # type: ignore[no-untyped-call]
+            super().work()  # type: ignore[no-untyped-call]
         except (RedisConnectionError, RedisTimeoutError) as exc:
-            log.info("scheduler: Redis was gone when it stopped (%s); its locks lapse by themselves", exc)
+            log.info("scheduler: Redis went away (%s); it ends, and its locks lapse by themselves", exc)
 
 
 class Worker(SimpleWorker):

@@ -10,6 +10,7 @@ import hashlib
 import json
 import multiprocessing
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -154,7 +155,8 @@ def _move(url: str, stop: multiprocessing.Event, results: multiprocessing.Queue)
     engine = connect(url)
     ledger = Ledger(engine)
     moved = 0
-    while not stop.is_set():
+    deadline = time.monotonic() + 300  # a mover whose test died before saying stop ends by itself
+    while not stop.is_set() and time.monotonic() < deadline:
         moved += ledger.take_inbox(7)
     moved += ledger.take_inbox(10_000)
     engine.dispose()
