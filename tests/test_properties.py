@@ -199,7 +199,9 @@ class Tracker:
 
 @contextmanager
 def fresh_tracker() -> Iterator[Tracker]:
-    with tempfile.TemporaryDirectory(prefix="trk-prop-") as directory:
+    # A WAL checkpointer thread of the process may still be writing the log beside the ledger as the
+    # directory is removed ("Directory not empty", seen once in a full run): what is left goes with /tmp.
+    with tempfile.TemporaryDirectory(prefix="trk-prop-", ignore_cleanup_errors=True) as directory:
         engine = connect(f"sqlite:///{Path(directory) / 'ledger.sqlite3'}")
         ledger, state = Ledger(engine), MonthState(engine)
         runtime.install(Services(PURE_SETTINGS, TrackerConfig(), ledger, state))
