@@ -2,7 +2,7 @@
 
 A ledger that has seen N deliveries has also fetched the files of most heads they showed, and month
 snapshots and rebuilds read those (tracker.store.heads). No request goes to GitHub here: each head gets the
-changed files of the real Megatron-LM PR its title comes from (../shared/data/megatron), through
+changed files of the real Megatron-LM PR its title comes from (the shared test data, data/megatron), through
 tracker.store.heads.HeadStore.store, which classifies them under the repository's rules.
 
 Trees without tracker.store.heads (before file classification existed) get nothing, and say so.

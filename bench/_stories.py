@@ -1,7 +1,7 @@
 """Realistic months of pull-request deliveries for the benchmarks.
 
 Each PR is a `tests.factory.PullRequestStory` (GitHub's own example payload, about 24 KB a
-delivery) titled and based on a real merged Megatron-LM PR (../shared/data/megatron). Real merged
+delivery) titled and based on a real merged Megatron-LM PR (the shared test data, data/megatron). Real merged
 PRs carry no opening time and no closed-unmerged or still-open siblings, so the lives built around
 them (open time, pushes, labels, closes, reopens, PRs still open at month end, PRs opened the
 month before) are made up here, from a seeded random generator: the same arguments give the same
@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:  # tests.factory lives in the work tree, not in th
 
 SHARED = ROOT.parent / "shared"
 if not SHARED.exists():
-    SHARED = Path(os.environ.get("TRACKER_SHARED_DIR", "../shared")).resolve()
+    SHARED = Path(os.environ.get("TRACKER_SHARED_DIR", str(SHARED))).resolve()
 MEGATRON = SHARED / "data" / "megatron" / "merged-prs-2026-03-to-06.jsonl"
 OPENED_EXAMPLE = SHARED / "fixtures" / "github" / "webhooks" / "pull_request.opened.json"
 

@@ -1,7 +1,7 @@
 """GitHub requests per delivery over a replayed month, and the cost of classifying real large PRs.
 
 1. A month of Megatron-LM PRs (real titles, branches and changed paths from
-   ../shared/data/megatron/, lives made up by a seeded generator: opened, 0-3 pushes, labels, an
+   the shared test data (data/megatron/), lives made up by a seeded generator: opened, 0-3 pushes, labels, an
    edit, a merge or a close) is posted through the real app and processed by in-process RQ workers
    against a local fake GitHub (tests/fake_github.py). Figures: requests per delivery, files
    requests per new head against the pages that head needs (the ideal, ratio 1.00), and requests

@@ -1,6 +1,6 @@
 """Rendering a Megatron-scale month (issue 14's 1,419 PRs) at a mid-month cutoff, Markdown and HTML.
 
-The month: every real Megatron-LM PR of ../shared/data/megatron/ (987, March-June 2026) moved into
+The month: every real Megatron-LM PR of the shared test data (data/megatron/; 987, March-June 2026) moved into
 one month (their days of month kept), plus made-up ones up to --prs, each opened, pushed 0-2
 times and merged or left open, with its real changed paths as the files of every head. Deliveries
 are stored straight into a SQLite ledger and derived with `rebuild` (the webhook path is measured

@@ -1,7 +1,7 @@
 """Theme grouping of the monthly report on real Megatron-LM months (issue 12).
 
 Every figure comes from the real pipeline: `build_snapshot` then `build_report(snapshot, paths, taxonomy)`
-over the real merged PRs of ../shared/data/megatron/ (README there). Each PR gets one attribute version
+over the real merged PRs of the shared test data (data/megatron/, README there). Each PR gets one attribute version
 (its title, base branch = its branch, no labels or body), the verdict of `classify_head` with the
 published rules over its changed files, an opening an hour before its merge and the merge at its
 committer date; its changed files are its paths. A PR merged after a cutoff is left out of that

@@ -5,7 +5,7 @@ Run once from the repository root (the bundle is committed; running it again giv
     .venv/bin/python tools/make_demo.py
 
 What is real and what is made up
-- Real, from ../shared/data/megatron/merged-prs-2026-03-to-06.jsonl (public NVIDIA/Megatron-LM
+- Real, from the shared test data, data/megatron/merged-prs-2026-03-to-06.jsonl (public NVIDIA/Megatron-LM
   history): every PR's number, title, base branch and changed paths (with their status and line
   counts), and the merge instant of every PR the sample merges. The month's PRs are a spread of the
   PRs merged in May 2026 (Asia/Shanghai, by merge time) plus every dev/main pair merged in May; the
@@ -357,7 +357,7 @@ def live(pr: dict[str, Any], rng: random.Random, *, end: str, month_end: datetim
 
 def build() -> dict[str, Any]:
     if not MEGATRON.exists() or not (WEBHOOKS / "pull_request.opened.json").exists():
-        raise SystemExit(f"needs {MEGATRON} and {WEBHOOKS}: run next to ../shared or set TRACKER_SHARED_DIR")
+        raise SystemExit(f"needs {MEGATRON} and {WEBHOOKS}: set TRACKER_SHARED_DIR to the shared test data")
     rng = random.Random(SEED)
     prs = real_prs()
     merged, still_open, closed = choose(prs, rng)
