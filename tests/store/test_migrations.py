@@ -638,3 +638,48 @@ def test_a_database_with_tables_of_the_tracker_but_no_deliveries_is_refused_and_
         assert inspect(engine).has_table("hooks")
     finally:
         engine.dispose()
+
+
+# --- hooks no GitHub could have sent (revision 0004) -------------------------------------------------------
+
+# Ids of rows a replayed ping added when the hook was named by its unsigned header, next to real ones.
+FORGED_HOOK_IDS = ["forged-hook", "0", "9" * 20, "<img src=x>", "12 34"]
+REAL_HOOK_IDS = ["1", "12345678", str(2**63 - 1)]
+
+
+def insert_hooks(url: str, hook_ids: list[str]) -> None:
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            for hook_id in hook_ids:
+                conn.execute(
+                    text(
+                        "INSERT INTO hooks (hook_id, hook_type, events, target, first_ping_at, last_ping_at, pings) "
+                        "VALUES (:id, 'Repository', '[\"pull_request\"]', NULL, 1, 2, 1)"
+                    ),
+                    {"id": hook_id},
+                )
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("start", ["revision 0003", "earlier release"])
+def test_hooks_no_github_could_have_sent_are_forgotten_and_real_ones_kept(empty_url: str, start: str) -> None:
+    if start == "revision 0003":
+        engine = open_engine(empty_url)
+        try:
+            with engine.begin() as conn:
+                command.upgrade(migrations.alembic_config(conn), "0003_month_changes")
+        finally:
+            engine.dispose()
+    else:
+        load_old_ledger(OLD_COMMITS[0], empty_url)
+    insert_hooks(empty_url, FORGED_HOOK_IDS + REAL_HOOK_IDS)
+    engine = open_engine(empty_url)
+    try:
+        done = migrate(engine)
+        assert done.after == migrations.head()
+        assert (done.carried is not None) == (start == "earlier release")
+    finally:
+        engine.dispose()
+    assert sorted(plain_rows(empty_url, "SELECT hook_id, pings FROM hooks")) == sorted((i, 1) for i in REAL_HOOK_IDS)

@@ -9,6 +9,7 @@ fields and GitHub Enterprise Server sends older shapes; what it does read is che
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated
 from urllib.parse import parse_qs
@@ -34,6 +35,14 @@ _LENIENT = ConfigDict(extra="ignore", frozen=True)
 # and would fail in the worker, where the ledger and the API paths need it, after the webhook's 202.
 _GITHUB_ID = Field(gt=0, lt=2**63)
 GitHubId = Annotated[StrictInt, _GITHUB_ID]
+_DECIMAL_ID = re.compile(r"[1-9][0-9]{0,18}")
+
+
+def github_id(text: str) -> int | None:
+    """The id `text` spells when it is one GitHub could send (a decimal in GitHubId's range), else None:
+    for ids that arrive as text (an unsigned header, a row an older release kept)."""
+    return int(text) if _DECIMAL_ID.fullmatch(text) and int(text) < 2**63 else None
+
 
 FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
 

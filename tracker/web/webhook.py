@@ -20,6 +20,7 @@ from tracker.core.payloads import (
     IncompleteBody,
     MalformedBody,
     check_shape,
+    github_id,
     json_bytes,
     parse_ping,
 )
@@ -44,7 +45,6 @@ KEPT_HEADERS = (
 
 Answer = tuple[dict[str, Any], int]
 
-_HOOK_ID = re.compile(r"[1-9][0-9]{0,18}")
 # X-GitHub-Hook-Installation-Target-Type: `repository`, `organization`, `integration`, …
 _TARGET_TYPE = re.compile(r"[a-z_]{1,40}")
 
@@ -139,7 +139,7 @@ def _hook_id_header() -> str | None:
     """X-GitHub-Hook-ID when it is one GitHub could send (a positive 64-bit integer), else None: the
     header is not signed, and the ledger keeps up to 32 characters of it."""
     value = request.headers.get("X-GitHub-Hook-ID", "").strip()
-    return value if _HOOK_ID.fullmatch(value) and int(value) < 2**63 else None
+    return value if github_id(value) is not None else None
 
 
 def _error(code: int, message: str) -> Answer:

@@ -19,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import Connection, Table, inspect
 
+from tracker.store.migrations import forget_forged_hooks
 from tracker.store.schema import DERIVED_TABLES, deliveries, http_cache, ledger_meta, metadata, observations
 
 # Every table that cannot be derived from the deliveries again: the deliveries and hooks, the observations
@@ -53,6 +54,7 @@ def carry_over(conn: Connection, build: Callable[[Connection], None]) -> Carried
     for table in KEPT:
         if table.name in aside:
             _copy(conn, aside[table.name], old_columns[table.name], table)
+    forget_forged_hooks(conn)  # as revision 0004 does in a ledger it upgrades
     for old in aside.values():
         conn.execute(sa.text(f"DROP TABLE {_quoted(old)}"))
     if conn.dialect.name == "postgresql":
