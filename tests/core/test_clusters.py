@@ -230,7 +230,7 @@ def test_limits_hold_on_generated_months(size: int, seed: int, themed: bool) -> 
     assert [int(n) for n in re.findall(r'class="cite" href="[^"]*/pull/(\d+)"', html)] == cited(english)
     for section in report.sections:
         changes = len(section.changes)
-        assert len(section.themes) <= MAX_THEMES
+        assert len(section.themes) <= MAX_THEMES  # the upkeep theme among them
         for theme in section.themes:
             assert 1 <= len(theme.highlights) <= MAX_TOPICS
             assert theme.en != "Top-level files"
@@ -239,13 +239,17 @@ def test_limits_hold_on_generated_months(size: int, seed: int, themed: bool) -> 
             elif changes >= 20:  # a tiny section may be one story
                 assert len(theme.changes) <= 0.30 * changes, (theme.en, len(theme.changes), changes)
             for highlight in theme.highlights:
-                for run in highlight.bullets:
-                    assert 1 <= len(run) <= 5
+                assert len(highlight.shown) <= 3
+            # Every change is either named in a highlight's line or listed in the theme's fold, once.
+            shown = [change.id for highlight in theme.highlights for change in highlight.shown]
+            assert sorted(shown + [change.id for change in theme.folded]) == sorted(c.id for c in theme.changes)
+    # Issue 32: a line joins at most three changes, within 40 words; half of them within 25.
     for text in (english, chinese):
         for line in bullets(text):
-            assert read.words(line) <= 60, line
-            assert 1 <= len(read.changes(line)) <= 5, line
+            assert read.words(line) - len(read.CJK.findall(line)) / 2 <= 40, line  # two CJK characters a word
+            assert 1 <= len(read.changes(line)) <= 3, line
             assert len(CITATION.findall(line)) >= 1
+    assert sorted(read.words(line) for line in bullets(english))[len(bullets(english)) // 2] <= 25
 
 
 @needs_shared
@@ -307,7 +311,9 @@ def test_a_week_of_arrivals_moves_few_of_the_earlier_changes() -> None:
 @needs_shared
 def test_one_late_arrival_moves_almost_nothing_else() -> None:
     # August without its last ten merges, then with each of them alone: the themes of the others barely
-    # move (measured: 0 to 3.8 % of their pairs; the consensus of 16 Louvain runs is what keeps it low).
+    # move (measured: 0 to 5.3 % of their pairs; the consensus of 16 Louvain runs is what keeps it low. It
+    # was 3.8 % before the upkeep theme took one of the ten places: when a late arrival changes which theme
+    # is the smallest, the one that joins its nearest moves whole).
     prs = august_prs()
     earlier = prs[:-10]
     before = delivered_themes(august("2026-08-22", megatron_taxonomy(), earlier))
@@ -315,4 +321,4 @@ def test_one_late_arrival_moves_almost_nothing_else() -> None:
         after = delivered_themes(august("2026-08-22", megatron_taxonomy(), [*earlier, late]))
         common = sorted(set(before) & set(after))
         churn = 1 - rand_score([before[n] for n in common], [after[n] for n in common])
-        assert churn <= 0.05, (late["pr_number"], churn)
+        assert churn <= 0.06, (late["pr_number"], churn)

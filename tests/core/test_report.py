@@ -324,3 +324,84 @@ def test_a_title_with_a_long_whitespace_run_reports_quickly() -> None:
         "A",
         "A",
     ]  # cut at MAX_TITLE, first letter up
+
+
+# --- issue 32: what a highlight's line says, noise apart ---------------------------------------------------
+
+TEMPLATE_BODY = (
+    "# What does this PR do ?\n<!-- A brief description of the change -->\n"
+    "Moves the router's load statistics to the GPU so that balancing no longer syncs with the host.\n\n"
+    "## Contribution process\n- [ ] Pre-checks\n- [x] Tests added\n"
+)
+
+
+def test_a_highlight_says_the_description_summary_else_the_title() -> None:
+    result = report(
+        [
+            PR(1, MERGED, ROUTER, body=TEMPLATE_BODY, files=("megatron/core/router.py",)),
+            PR(2, MERGED, "Fix the MoE router capacity", body="<!-- template only -->\n- [ ] Pre-checks\n"),
+        ]
+    )
+    changes = {change.numbers[0]: change for change in result.sections[0].changes}
+    assert changes[1].text == (
+        "Moves the router's load statistics to the GPU so that balancing no longer syncs with the host."
+    )
+    assert changes[2].text == changes[2].title == "Fix the MoE router capacity"
+
+
+def test_a_change_reverted_in_the_window_is_one_reverted_line_not_delivered_work() -> None:
+    result = report(
+        [
+            PR(10, MERGED, TELEMETRY, files=("megatron/telemetry.py",)),
+            PR(11, MERGED, f'Revert "{TELEMETRY}"', files=("megatron/telemetry.py",)),
+            PR(12, MERGED, ROUTER, files=("megatron/core/router.py",)),
+        ]
+    )
+    delivered = result.sections[0]
+    assert [change.numbers for change in delivered.changes] == [(12,)]
+    assert [(undone.numbers, revert.numbers if revert else ()) for undone, revert in delivered.reverted] == [
+        ((10,), (11,))
+    ]
+    # Still narrated: placed, in the Reverted line.
+    placement = result.placement()
+    assert placement[10]["theme"] == placement[11]["theme"] == "reverted" != placement[12]["theme"]
+
+
+def test_upkeep_is_the_last_theme_and_leads_no_line() -> None:
+    prs = [
+        PR(20, MERGED, "Nightly sync main into dev (13_07_2026)", base="dev", files=("megatron/a.py", "megatron/b.py")),
+        PR(21, MERGED, "Bump torch from 2.3 to 2.4", files=("requirements.txt",)),
+        PR(22, MERGED, ROUTER, files=("megatron/core/router.py",)),
+        PR(23, MERGED, "Fix the MoE router capacity", files=("megatron/core/router.py",)),
+    ]
+    themes = report(prs).sections[0].themes
+    upkeep = themes[-1]
+    assert (upkeep.id, upkeep.en, upkeep.zh) == (
+        "build-ci-dependencies",
+        "Build, CI and dependencies",
+        "构建、CI 与依赖",
+    )
+    assert sorted(n for change in upkeep.changes for n in change.numbers) == [20, 21]
+    assert [h.en for h in upkeep.highlights] == ["Dependency updates", "Branch syncs"]
+    assert all(not h.shown for h in upkeep.highlights) and len(upkeep.folded) == 2
+    assert 20 not in {n for theme in themes[:-1] for change in theme.changes for n in change.numbers}
+
+
+def test_a_highlight_names_at_most_three_changes_the_rest_are_folded_once() -> None:
+    prs = [
+        PR(
+            30 + i,
+            MERGED,
+            f"Tune the MoE router kernel variant {i}",
+            files=tuple(f"megatron/core/r{j}.py" for j in range(i + 1)),
+        )
+        for i in range(7)
+    ]
+    themes = report(prs).sections[0].themes
+    shown = [change for theme in themes for highlight in theme.highlights for change in highlight.shown]
+    folded = [change for theme in themes for change in theme.folded]
+    assert all(len(highlight.shown) <= 3 for theme in themes for highlight in theme.highlights)
+    # The most significant first: the change with the most files of code.
+    assert themes[0].highlights[0].shown[0].numbers == (36,)
+    assert sorted(c.numbers[0] for c in [*shown, *folded]) == list(range(30, 37))
+    assert all(list(t.folded) == sorted(t.folded, key=lambda c: c.numbers[0]) for t in themes)

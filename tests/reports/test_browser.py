@@ -115,15 +115,43 @@ def test_the_html_report_in_headless_chromium(served_report: str, lang: str) -> 
             assert chart.count() == 1
             assert page.locator("#daily-activity rect").count() > 0
             assert chart.bounding_box() is not None and chart.bounding_box()["width"] > 200  # type: ignore[index]
-            themes = page.locator("article.theme")
+            themes = page.locator("details.theme")
             assert themes.count() >= 2
-            assert page.locator("article.theme a.cite").count() >= 10
+            assert page.locator("details.theme a.cite").count() >= 10
             heading = "已交付成果" if lang == "zh-CN" else "Delivered"
             assert page.locator("h2#delivered").inner_text() == heading
+            # Themes start folded: a theme's name, size and one-line summary show, its lines do not.
+            first = themes.first
+            assert first.locator("summary h3").is_visible() and first.locator(".summary").is_visible()
+            assert not first.locator("a.cite").first.is_visible()
+            first.locator("summary").first.click()
+            assert first.locator("a.cite").first.is_visible()  # opened: its highlights' lines
+            folded = first.locator("details.folded")
+            if folded.count():  # the rest of the theme, one change a line, folded again
+                assert not folded.locator("a.cite").first.is_visible()
+                folded.locator("summary").click()
+                assert folded.locator("a.cite").first.is_visible()
+            # The table of contents names every theme and leads to it.
+            toc = page.locator("nav.toc ol ol a")
+            assert toc.count() == themes.count()
+            last = toc.nth(1)  # one with enough page below it to be scrolled to the top
+            target = last.get_attribute("href")
+            assert target is not None and page.locator(target).count() == 1
+            last.click()  # the page scrolls to the theme's name and summary (its lines open with a click)
+            top = page.evaluate(f"document.querySelector('{target}').getBoundingClientRect().top")
+            assert 0 <= top < 900 - 100, top  # on the screen, not below it
             page.screenshot(path=str(OUTPUT / f"report-2026-05-{lang}.png"), full_page=True)
-            # a phone-sized screen shows the same page without sideways scrolling
+            # A phone-sized screen: no sideways scrolling of the page; the chart keeps labels of 10 px (it scrolls
+            # within its figure); with its themes folded, the page ends In Progress within 8 screens.
+            page.goto(url)
             page.set_viewport_size({"width": 390, "height": 844})
             assert page.evaluate("document.documentElement.scrollWidth") <= 400
+            label = page.locator("#daily-activity svg text").first.bounding_box()
+            assert label is not None and label["height"] >= 10, label
+            end = page.evaluate(
+                "document.getElementById('in_progress').closest('section').getBoundingClientRect().bottom + scrollY"
+            )
+            assert end <= 8 * 844, end
             page.screenshot(path=str(OUTPUT / f"report-2026-05-{lang}-phone.png"))
             # the cutoff picker and the language switch lead to working pages
             page.fill("#cutoff", "2026-05-10")
@@ -210,7 +238,7 @@ def test_the_index_leads_to_a_months_html_report(served_report: str) -> None:
             months.first.click()
         assert page.url == f"{served_report}/reports/{REPO}/2026-05.html"
         assert page.locator("#daily-activity svg").count() == 1
-        assert page.locator("article.theme a.cite").count() >= 10
+        assert page.locator("details.theme a.cite").count() >= 10
         # The error page of an unknown repository links the known ones' month to date.
         answer = page.goto(f"{served_report}{UNKNOWN}")
         assert answer is not None and answer.status == 404

@@ -541,8 +541,10 @@ def test_english_markdown_at_the_partial_cutoff() -> None:
         "## Scope and Method",
     ]
     for line in [
-        "Delivered work centred on Inference engine and serving (1 change in 1 theme). Work in progress continues "
-        "on Training loop; and Inference engine and serving (2 changes in 2 themes).",
+        # Each section's themes, largest first, each with its headline change, uncited.
+        "Delivered 1 change in 1 theme: Inference engine and serving (1, led by Add dynamic batching to the "
+        f"inference engine). 2 changes in 2 themes are in progress: Training loop (1, led by X{HOSTILE_MD[1:]}); "
+        "Inference engine and serving (1, led by Paged KV cache for long prompts).",
         # 101, 102, 103, 105, 106 opened; 101, 102 merged; 105 closed; 103, 106 open (104 test-only, 107 pending).
         "- Substantive PR activity after filtering: opened 5; merged 2; closed without merge 1; active at cutoff 2.",
         "- Excluded from the report and statistics: test-only 1, CI-only 0, test/CI-only 0, format-only 0.",
@@ -574,15 +576,17 @@ def test_chinese_markdown_at_the_partial_cutoff() -> None:
         "## 口径说明",
     ]
     for line in [
-        "已交付成果集中在推理引擎与服务（1 个方向共 1 项变更）。"
-        "进行中的工作主要涉及训练流程；推理引擎与服务（2 个方向共 2 项变更）。",
+        "已交付 1 项变更，分 1 个方向：推理引擎与服务（1 项，以“Add dynamic batching to the inference engine”为首）。"
+        f"进行中 2 项变更，分 2 个方向：训练流程（1 项，以“X{HOSTILE_MD[1:]}”为首）；"
+        "推理引擎与服务（1 项，以“Paged KV cache for long prompts”为首）。",
         "- 过滤后的实质性 PR 活动：新开 5；合并 2；关闭未合并 1；截止时仍在进行 2。",
         "- 不计入报告正文和统计：纯 UT 1，纯 CI 0，UT/CI-only 0，纯格式化 0。",
         "- 等待文件分类（暂未计入）：1。",
-        "- **动态引擎**：Add dynamic batching to the inference engine"
+        # English words quoted, as a quotation in Chinese text.
+        "- **动态引擎**：“Add dynamic batching to the inference engine”"
         "（[dev #101](https://github.com/NVIDIA/Megatron-LM/pull/101)、"
         "[main #102](https://github.com/NVIDIA/Megatron-LM/pull/102)）。",
-        f"- **训练流程**：X{HOSTILE_MD[1:]}（[main #103](https://github.com/NVIDIA/Megatron-LM/pull/103)）。",
+        f"- **训练流程**：“X{HOSTILE_MD[1:]}”（[main #103](https://github.com/NVIDIA/Megatron-LM/pull/103)）。",
     ]:
         assert line in lines, line
 
@@ -591,9 +595,10 @@ def test_chinese_markdown_at_the_partial_cutoff() -> None:
 def test_the_hostile_title_is_one_inert_line(lang: str) -> None:
     text = render(build(september(), PARTIAL), "md", lang)
     carrying = [line for line in text.splitlines() if "Owned" in line]
-    assert len(carrying) == 1
-    assert "X" + HOSTILE_MD[1:] in carrying[0]  # cleaned: first letter up
-    assert carrying[0].startswith("- **")
+    # Its highlight's line, and the overview, which names each theme's headline change.
+    assert len(carrying) == 2
+    assert all("X" + HOSTILE_MD[1:] in line for line in carrying)  # cleaned: first letter up
+    assert carrying[0].startswith(("Delivered ", "已交付 ")) and carrying[1].startswith("- **")
     # Nothing of it escaped its line: no heading, no raw HTML, no link, no table cell.
     assert "## Owned" not in [line.strip() for line in text.splitlines()]
     assert "<script>" not in text

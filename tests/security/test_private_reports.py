@@ -182,7 +182,8 @@ class _Controls(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         found = {name: value or "" for name, value in attrs}
-        if tag == "a" and not found.get("href", "").startswith("https://"):
+        # Links to other pages (the table of contents' `#…` stay on this one, and need no token).
+        if tag == "a" and not found.get("href", "").startswith(("https://", "#")):
             self.links.append(found["href"])
         elif tag == "form":
             self.form_action = found["action"]

@@ -17,13 +17,16 @@ fixed seeds; the communities are the groups of changes that were in one communit
 (average-linkage clustering of the co-membership, scipy). Agreement between runs keeps one unlucky run
 from reshaping a theme, and keeps a late arrival from moving unrelated changes.
 
-Then the limits of the report: at most `MAX_THEMES` themes per section. A community holding more than
+Then the limits of the report: at most `MAX_THEMES` themes per section, the upkeep theme among them (when
+a section has upkeep and the grouping finds `MAX_THEMES` themes, the smallest joins the theme its changes
+are most alike to). A community holding more than
 `LARGEST_SHARE` of the section is split once more on its own when it falls apart (one area that really
 dominates stays whole); the largest communities become the themes, and each change of the others joins
 the theme it is most similar to on average (a change similar to no theme goes to "Other"). Inside a
 theme, the same communities, found among its own changes, are its sub-topics (the report's highlights,
 at most `MAX_TOPICS`, the smallest absorbed by the closest). Themes and sub-topics are named by their
-*distinctive terms*: title terms frequent in them and rare in the rest of the section.
+*distinctive terms*: terms of the section's project vocabulary (tracker.core.vocabulary) frequent in them
+and rare in the rest of the section.
 
 Tuned on the development set (the published grouping of August 1–22, 2026 of Megatron-LM):
 bench/themes.py prints the agreement. On 55 PRs the adjusted Rand index moves by ±0.05 between
@@ -64,6 +67,7 @@ from scipy.spatial.distance import squareform
 
 from tracker.core.themes import considered_files, is_auxiliary
 from tracker.core.titles import Term, term_key, title_terms
+from tracker.core.vocabulary import month_vocabulary
 
 MAX_THEMES = 10
 MAX_TOPICS = 4
@@ -105,6 +109,9 @@ class Item:
     paths: tuple[str, ...] = ()
     references: tuple[int, ...] = ()  # the PR numbers it is, and the ones it cites
     prior: tuple[str, ...] = ()  # the taxonomy's area and sub-area ids; empty without a taxonomy
+    # Upkeep (tracker.core.noise): grouped with the rest, then said in the section's own last theme, which
+    # is one of its MAX_THEMES.
+    upkeep: bool = False
 
 
 @dataclass(frozen=True)
@@ -149,7 +156,9 @@ def _group(items: tuple[Item, ...]) -> tuple[Group, ...]:
     vocabulary = _Vocabulary(items)
     clusters = _communities(similarity, list(range(n)))
     clusters = _split_dominant(similarity, clusters, n)
-    clusters, other = _within_limit(similarity, clusters, n)
+    clusters, other = _within_limit(similarity, clusters, MAX_THEMES)
+    if any(item.upkeep for item in items) and len(clusters) + bool(other) >= MAX_THEMES:
+        clusters = _smallest_joined(similarity, clusters)  # room for the upkeep theme
     # One change is no theme's story: its terms name its sub-topic, and its area the theme.
     groups = [
         Group(tuple(c), vocabulary.distinctive(c, limit=2) if len(c) > 1 else (), _topics(similarity, vocabulary, c))
@@ -327,11 +336,11 @@ def _split_dominant(similarity: np.ndarray, clusters: list[list[int]], n: int) -
     return _ordered(result)
 
 
-def _within_limit(similarity: np.ndarray, clusters: list[list[int]], n: int) -> tuple[list[list[int]], list[int]]:
-    """At most `MAX_THEMES` themes, "Other" included: the largest communities are the themes, and each
+def _within_limit(similarity: np.ndarray, clusters: list[list[int]], limit: int) -> tuple[list[list[int]], list[int]]:
+    """At most `limit` themes, "Other" included: the largest communities are the themes, and each
     change of the others joins the theme it is most similar to on average; a change similar to none of
     them goes to "Other", which then takes the last theme's place."""
-    for room in (MAX_THEMES, MAX_THEMES - 1):
+    for room in (limit, limit - 1):
         if len(clusters) <= room:
             return [list(c) for c in clusters], []
         kept = _Growing(clusters[:room])
@@ -346,6 +355,14 @@ def _within_limit(similarity: np.ndarray, clusters: list[list[int]], n: int) -> 
         if not other:
             return _ordered(kept.members), []
     return _ordered(kept.members), other
+
+
+def _smallest_joined(similarity: np.ndarray, clusters: list[list[int]]) -> list[list[int]]:
+    """One theme fewer: the smallest joins the theme its changes are most alike to on average."""
+    *rest, smallest = clusters  # ordered: largest first
+    alike = [float(similarity[np.ix_(smallest, cluster)].mean()) for cluster in rest]
+    closest = int(np.argmax(alike))
+    return _ordered([c + smallest if k == closest else c for k, c in enumerate(rest)])
 
 
 class _Growing:
@@ -407,23 +424,19 @@ def _topics(similarity: np.ndarray, vocabulary: _Vocabulary, members: Sequence[i
 
 
 class _Vocabulary:
-    """The title terms (and pairs of consecutive terms) of a section's changes, and how rare each is."""
+    """The project terms of a section's changes (tracker.core.vocabulary: names such as `MoE` or
+    `DeepSeek-V4`, and phrases the section repeats, such as "prefix caching"; never a generic word alone
+    or a fragment of a title), which of them each title holds, and how rare each is."""
 
     def __init__(self, items: Sequence[Item]) -> None:
         self.size = len(items)
-        self.terms: list[dict[str, str]] = []  # per item: key -> text as written
+        known = month_vocabulary([item.title for item in items], [item.paths for item in items])
+        self.terms: list[dict[str, str]] = []  # per item: key -> text as the section writes it
         self.named: dict[str, bool] = {}
         for item in items:
-            found: dict[str, str] = {}
-            terms = title_terms(item.title)
-            for term in terms:
-                found[term.key] = term.text
-                self.named[term.key] = self.named.get(term.key, False) or term.named
-            for first, second in zip(terms, terms[1:], strict=False):
-                key = f"{first.key} {second.key}"
-                found[key] = f"{first.text} {second.text}"
-                self.named[key] = first.named or second.named
-            self.terms.append(found)
+            found = known.found(item.title)
+            self.terms.append({term.key: term.text for term in found})
+            self.named.update((term.key, term.named) for term in found)
         self.frequency = Counter(key for found in self.terms for key in found)
 
     def distinctive(self, members: Sequence[int], limit: int) -> tuple[str, ...]:
@@ -462,16 +475,8 @@ class _Vocabulary:
         return sum(1 for m in members if key in self.terms[m]) / max(len(members), 1)
 
     def _written(self, key: str, members: Sequence[int]) -> str:
-        spellings = Counter(self.terms[m][key] for m in members if key in self.terms[m])
-        # "MoE" over "moe" over "Moe": an author who wrote capitals inside a name knew how it is spelled, and
-        # a capital only at the start is a title's first word.
-        return min(spellings.items(), key=lambda item: (_casing(item[0]), -item[1], item[0]))[0]
-
-
-def _casing(text: str) -> int:
-    if any(char.isupper() for word in text.split() for char in word[1:]):
-        return 0
-    return 1 if text == text.lower() else 2
+        # The section's spelling of the term ("MoE" over "moe"), the same in every theme.
+        return next(self.terms[m][key] for m in members if key in self.terms[m])
 
 
 def _worth_naming(key: str) -> bool:

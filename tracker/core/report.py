@@ -13,9 +13,11 @@ member of its group (its counterparts in the other section too).
 
 Each section's changes are grouped into at most 10 themes by what they share (tracker.core.clusters:
 files, title terms, labels, references; the taxonomy, when the repository has one, as a prior), each
-theme into 1-4 highlights (sub-topics), and each highlight into bullets of at most `MAX_BULLET_CHANGES`
-changes and `MAX_BULLET_WORDS` words. Themes and highlights are named by their distinctive title terms
-and their area (the taxonomy's, else the code layout's). Titles are cleaned (tracker.core.titles).
+theme into 1-4 highlights (sub-topics). A highlight's line names its most significant changes (`shown`:
+at most `MAX_SHOWN`, within `MAX_LINE_WORDS`), and every other change of the theme is listed in its fold
+(`Theme.folded`, one change a line), so that a reader scans a few lines a theme and every change is still
+cited once. Themes and highlights are named by their distinctive title terms and their area (the
+taxonomy's, else the code layout's). Titles are cleaned (tracker.core.titles).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from datetime import date, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from tracker.core import clusters
+from tracker.core import clusters, noise, vocabulary
+from tracker.core.descriptions import summary_sentence
 from tracker.core.groups import GroupInput, change_groups, references
 from tracker.core.snapshot import MonthSnapshot, PullRequestSnapshot
 from tracker.core.taxonomy import ThemeConfig
@@ -38,8 +41,6 @@ from tracker.core.themes import (
     ThemeChoice,
     choose_theme,
     considered_files_of,
-    layout_area_of,
-    layout_theme,
 )
 from tracker.core.timeline import PRState
 from tracker.core.titles import clean_title, word_count
@@ -48,13 +49,14 @@ from tracker.core.window import local_midnight
 DELIVERED, IN_PROGRESS = "delivered", "in_progress"
 MAX_THEMES = clusters.MAX_THEMES
 MAX_HIGHLIGHTS = clusters.MAX_TOPICS
-MAX_BULLET_CHANGES = 5
-MAX_BULLET_WORDS = 60  # of a bullet's text, citations aside
-MAX_TITLE_WORDS = 40  # a longer title is cut, with an ellipsis, so that any bullet stays within the limit
+MAX_SHOWN = 3  # changes a highlight's line names; the theme's others are in its fold
+MAX_LINE_WORDS = 40  # of a highlight's line, its lead included, citations aside
+MAX_TITLE_WORDS = 30  # a longer title is cut, with an ellipsis, so that a line with its lead stays within the limit
 OTHER_THEME = ("other", "Other changes", "其他改进")
 # The prior of every change of a repository without a taxonomy (which reads none).
 NO_PRIOR = ThemeChoice(f"{LAYOUT_PREFIX}none", "", "", "none", "", "")
 FURTHER = ("Further changes", "其他相关改进")
+REVERTED = ("reverted", *noise.REVERTED_LEAD)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,14 @@ class Change:
     labels: tuple[str, ...] = ()  # of every member of the group
     paths: tuple[str, ...] = ()  # changed by any member of the group
     raw_title: str = ""  # the first member's title as its author wrote it
+    # The first sentence of the summary its first member's description gives (tracker.core.descriptions), else "".
+    summary: str = ""
+    upkeep: str | None = None  # a sync, version bump, dependency update or build change (tracker.core.noise)
+
+    @property
+    def text(self) -> str:
+        """What a highlight's line says of it: its description's summary sentence, else its cleaned title."""
+        return self.summary or self.title
 
     @property
     def numbers(self) -> tuple[int, ...]:
@@ -119,23 +129,34 @@ class Highlight:
     # of the changes, which the report cites after it, in place of the name and the titles.
     sentence_en: str = ""
     sentence_zh: str = ""
+    listed: bool = False  # its changes are only listed in the theme's fold (upkeep): no line of its own
 
     @property
-    def bullets(self) -> tuple[tuple[Change, ...], ...]:
-        """The changes in order, in runs of at most `MAX_BULLET_CHANGES` changes and `MAX_BULLET_WORDS`
-        words (the highlight's name counts in a highlight of one bullet, which carries it)."""
-        runs: list[list[Change]] = [[]]
-        words = 0
-        for change in self.changes:
-            size = word_count(change.title)
-            if runs[-1] and (len(runs[-1]) == MAX_BULLET_CHANGES or words + size > MAX_BULLET_WORDS):
-                runs.append([])
-                words = 0
-            runs[-1].append(change)
+    def shown(self) -> tuple[Change, ...]:
+        """The changes its line names, the most significant first (`significance`): as many as fit in
+        `MAX_SHOWN` and `MAX_LINE_WORDS` with its lead, at least one; every change when the narrator wrote its
+        sentence (which is about all of them), none in "Further changes" (a lead that says nothing)."""
+        if self.sentence_en:
+            return self.changes
+        if self.listed or self.en == FURTHER[0]:
+            return ()
+        shown: list[Change] = []
+        # The lead, in the longer of its languages (two CJK characters a word).
+        words = max(word_count(self.en), len(self.zh) // 2)
+        for change in sorted(self.changes, key=significance):
+            size = word_count(change.text)
+            if shown and (len(shown) == MAX_SHOWN or words + size > MAX_LINE_WORDS):
+                break
+            shown.append(change)
             words += size
-        if len(runs) == 1 and words + max(word_count(self.en), 1) > MAX_BULLET_WORDS and len(runs[0]) > 1:
-            runs = [runs[0][:-1], runs[0][-1:]]  # the name does not fit beside them: two bullets under it
-        return tuple(tuple(run) for run in runs)
+        return tuple(shown)
+
+
+def significance(change: Change) -> tuple[int, int, int]:
+    """How a change ranks in its highlight, first first: landed on more branches (dev/main twins), then more
+    files of code changed (tests, CI and docs aside when there is code), then the older PR. What any
+    repository's changes have, whatever their authors write."""
+    return (-len(change.counterparts), -len(considered_files_of([change.paths])), change.numbers[0])
 
 
 @dataclass(frozen=True)
@@ -152,11 +173,26 @@ class Theme:
     def changes(self) -> tuple[Change, ...]:
         return tuple(change for highlight in self.highlights for change in highlight.changes)
 
+    @property
+    def folded(self) -> tuple[Change, ...]:
+        """Its changes no highlight's line names, by PR number: the theme's fold, one change a line."""
+        shown = {change.id for highlight in self.highlights for change in highlight.shown}
+        return tuple(sorted((c for c in self.changes if c.id not in shown), key=_order))
+
+    @property
+    def headline(self) -> Change:
+        """Its most significant change named in a line: what the overview says the theme is led by."""
+        shown = [change for highlight in self.highlights for change in highlight.shown]
+        return min(shown or self.changes, key=significance)
+
 
 @dataclass(frozen=True)
 class Section:
     id: str
     themes: tuple[Theme, ...]
+    # Changes undone within the window, each (change, the revert that undid it; None when that revert is
+    # itself cited in an earlier pair): not delivered work, said in one line (tracker.core.noise).
+    reverted: tuple[tuple[Change, Change | None], ...] = ()
 
     @property
     def changes(self) -> tuple[Change, ...]:
@@ -195,6 +231,14 @@ class Report:
                                 "highlight": f"{theme.id}/{highlight.id}",
                                 "group": list(change.counterparts),
                             }
+            for undone in (change for pair in section.reverted for change in pair if change is not None):
+                for number in undone.numbers:
+                    placed[number] = {
+                        "section": section.id,
+                        "theme": REVERTED[0],
+                        "highlight": f"{REVERTED[0]}/{REVERTED[0]}",
+                        "group": list(undone.counterparts),
+                    }
         return placed
 
 
@@ -237,7 +281,15 @@ def build_report(
             for number, pr in sorted(narrated.items())
         ]
     )
-    changes = []
+    undone = noise.reversions(
+        [
+            noise.NoiseInput(number, pr.version.title, pr.version.body, pr.version.base_ref, pr.merged_at)
+            for number, pr in sorted(narrated.items())
+            if sections[number] == DELIVERED and pr.version
+        ],
+        snapshot.repo,
+    )
+    changes, hidden = [], {}
     for numbers in groups:
         members = tuple(narrated[n] for n in numbers)
         # One theme for the whole group, from its first member's title and every member's labels and
@@ -247,8 +299,17 @@ def build_report(
         labels = sorted({label for pr in members if pr.version for label in pr.version.labels})
         changed = sorted({path for n in numbers for path in paths.get(n, ())})
         theme = choose(taxonomy, _raw_title(members[0]), labels, changed) if taxonomy else NO_PRIOR
+        author = members[0].version.author if members[0].version else None
+        upkeep = noise.maintenance_kind(_raw_title(members[0]), changed, author, labels)
+        for pr in members:
+            if pr.status.number in undone.hidden:  # described in the Reverted line, alone
+                hidden[pr.status.number] = Change(
+                    f"change-{pr.status.number}", snapshot.repo, _title(pr), (pr,), DELIVERED, theme, numbers
+                )
         for section in (DELIVERED, IN_PROGRESS):
-            part = tuple(pr for pr in members if sections[pr.status.number] == section)
+            part = tuple(
+                pr for pr in members if sections[pr.status.number] == section and pr.status.number not in hidden
+            )
             if part:
                 changes.append(
                     Change(
@@ -262,12 +323,18 @@ def build_report(
                         labels=tuple(labels),
                         paths=tuple(changed),
                         raw_title=_raw_title(members[0]),  # the group's, as its theme prior
+                        summary=_summary(part[0]),
+                        upkeep=upkeep,
                     )
                 )
     return Report(
         snapshot=snapshot,
         sections=tuple(
-            Section(s, _themes([c for c in changes if c.section == s], bool(taxonomy), group))
+            Section(
+                s,
+                _themes([c for c in changes if c.section == s], bool(taxonomy), group),
+                _reverted(undone.pairs, hidden) if s == DELIVERED else (),
+            )
             for s in (DELIVERED, IN_PROGRESS)
         ),
         days=_days(snapshot),
@@ -279,6 +346,28 @@ def _raw_title(pr: PullRequestSnapshot) -> str:
     return pr.version.title if pr.version else f"#{pr.status.number}"
 
 
+def _summary(pr: PullRequestSnapshot) -> str:
+    """The first sentence of the summary its description gives, cut like a title, else ""."""
+    sentence = summary_sentence(pr.version.body) if pr.version and pr.version.body else None
+    return sentence or ""
+
+
+def _reverted(
+    pairs: Sequence[tuple[int, int]], hidden: Mapping[int, Change]
+) -> tuple[tuple[Change, Change | None], ...]:
+    """The Reverted line's pairs: each change undone in the window with the revert that undid it, every one
+    of them cited once (a revert of a revert is the second pair's change; a change a pair already cites
+    is not cited again)."""
+    said: set[int] = set()
+    lines: list[tuple[Change, Change | None]] = []
+    for revert, undone in sorted(pairs, key=lambda pair: (pair[1], pair[0])):
+        if undone in hidden and revert in hidden and undone not in said and revert not in said:
+            lines.append((hidden[undone], hidden[revert]))
+            said.update((undone, revert))
+    lines.extend((hidden[number], None) for number in sorted(hidden) if number not in said)
+    return tuple(lines)
+
+
 def _title(pr: PullRequestSnapshot) -> str:
     words = clean_title(_raw_title(pr)).split()
     if len(words) > MAX_TITLE_WORDS:
@@ -287,7 +376,7 @@ def _title(pr: PullRequestSnapshot) -> str:
 
 
 def _themes(changes: Sequence[Change], themed: bool, group: Grouper = clusters.group) -> tuple[Theme, ...]:
-    """The section's changes in themes (tracker.core.clusters), named; "Other" last."""
+    """The section's changes in themes (tracker.core.clusters), named; "Other", then upkeep, last."""
     changes = sorted(changes, key=_order)
     items = [
         clusters.Item(
@@ -296,6 +385,7 @@ def _themes(changes: Sequence[Change], themed: bool, group: Grouper = clusters.g
             paths=change.paths,
             references=tuple(sorted({*change.counterparts, *_references(change)})),
             prior=(change.theme.theme_id, change.theme.highlight_id) if themed else (),
+            upkeep=change.upkeep is not None,
         )
         for change in changes
     ]
@@ -313,6 +403,8 @@ def _themes(changes: Sequence[Change], themed: bool, group: Grouper = clusters.g
             topic_terms = [t.terms[0] for t in found.topics if t.terms]
             en, zh, terms = _theme_name(found.terms, topic_terms, members, themed)
         highlights = _highlights(found.topics, changes, themed)
+        if en == OTHER_THEME[1] and not found.other and highlights[0].en != FURTHER[0]:
+            en, zh = highlights[0].en, highlights[0].zh  # nothing names the whole: its largest part does
         if len(highlights) == 1 and highlights[0].en == FURTHER[0]:  # nothing names a part: the theme's name does
             highlights = (replace(highlights[0], id=_slug(en) or "topic", en=_short(en), zh=_short(zh)),)
         same = next((i for i, theme in enumerate(themes) if theme.en == en), None)
@@ -322,7 +414,43 @@ def _themes(changes: Sequence[Change], themed: bool, group: Grouper = clusters.g
         mixed = found.other and en == OTHER_THEME[1]
         theme_id = OTHER_THEME[0] if mixed else unique_id(en, used, "theme")
         themes.append(Theme(theme_id, en, zh, highlights, terms))
-    return tuple(sorted(themes, key=lambda theme: (theme.id == OTHER_THEME[0], -len(theme.changes))))
+    # Upkeep is grouped with the rest (what it touches tells the grouping about the others), then taken out
+    # of its theme into the last one.
+    upkeep = sorted((change for change in changes if change.upkeep), key=_order)
+    kept = [_without_upkeep(theme) for theme in themes]
+    ordered = sorted(
+        (theme for theme in kept if theme.highlights),
+        key=lambda theme: (theme.id == OTHER_THEME[0], -len(theme.changes)),
+    )
+    return (*ordered, _upkeep_theme(upkeep)) if upkeep else tuple(ordered)
+
+
+def _without_upkeep(theme: Theme) -> Theme:
+    highlights = (replace(h, changes=tuple(c for c in h.changes if not c.upkeep)) for h in theme.highlights)
+    return replace(theme, highlights=tuple(h for h in highlights if h.changes))
+
+
+# The parts of the upkeep theme, by kind (tracker.core.noise).
+UPKEEP_KINDS = {
+    noise.DEPENDENCIES: ("Dependency updates", "依赖更新"),
+    noise.BUILD: ("Build and CI", "构建与 CI"),
+    noise.VERSION: ("Version bumps", "版本号更新"),
+    noise.SYNC: ("Branch syncs", "分支同步"),
+}
+
+
+def _upkeep_theme(changes: Sequence[Change]) -> Theme:
+    """The last theme of a section: syncs, version bumps, dependency updates and build changes, listed in its
+    fold (nothing of it leads), in parts by kind, the largest first."""
+    kinds = sorted(
+        UPKEEP_KINDS, key=lambda kind: (-sum(c.upkeep == kind for c in changes), list(UPKEEP_KINDS).index(kind))
+    )
+    highlights = tuple(
+        Highlight(kind, *UPKEEP_KINDS[kind], tuple(c for c in changes if c.upkeep == kind), listed=True)
+        for kind in kinds
+        if any(c.upkeep == kind for c in changes)
+    )
+    return Theme(noise.MAINTENANCE_THEME[0], noise.MAINTENANCE_THEME[1], noise.MAINTENANCE_THEME[2], highlights)
 
 
 def _merged(first: Sequence[Highlight], second: Sequence[Highlight]) -> tuple[Highlight, ...]:
@@ -360,15 +488,12 @@ def _theme_name(
     if not terms:
         if area is not None:
             return area[0], area[1], ()
-        if not topic_terms:  # nothing names it: where its code is, else its first change
-            layout = layout_theme([path for change in members for path in change.paths])
-            if not layout.theme_id.startswith(f"{LAYOUT_PREFIX}root") and layout.theme_id != f"{LAYOUT_PREFIX}general":
-                return layout.theme_en, layout.theme_zh, ()
-            title = " ".join(members[0].title.split()[:8])
-            return title, title, ()
+        if not topic_terms:  # nothing names it: where its code is (never a fragment of a title)
+            return (*(vocabulary.area_name([p for change in members for p in change.paths]) or OTHER_THEME[1:]), ())
         terms = list(topic_terms[:2])  # no term for the whole theme: its two largest sub-topics
+    zh = vocabulary.spaced("、".join(vocabulary.chinese(t) for t in terms))  # before a capital says a name
     terms = [_capitalised(terms[0]), *terms[1:]]
-    en, zh = _join(terms, " and "), _join(terms, "、")
+    en = _join(terms, " and ")
     if area is None:
         return en, zh, tuple(terms)
     return f"{en} · {area[0]}", f"{zh} · {area[1]}", tuple(terms)
@@ -389,7 +514,8 @@ def _area(members: Sequence[Change], themed: bool, highlight: bool = False) -> t
             best = min(counts, key=lambda key: (-counts[key], key))
             if 2 * counts[best] > len(members):
                 return names[best]
-    return layout_area_of(considered_files_of([change.paths for change in members]))
+    # The layout's area, or its folder when the layout would say one generic word ("Training").
+    return vocabulary.area_name(considered_files_of([change.paths for change in members]))
 
 
 def _highlights(topics: Sequence[clusters.Topic], changes: Sequence[Change], themed: bool) -> tuple[Highlight, ...]:
@@ -401,7 +527,7 @@ def _highlights(topics: Sequence[clusters.Topic], changes: Sequence[Change], the
         prior = _area(members, themed, highlight=True) if themed else None
         # One title's word, or a word a minority of the titles say, names less than the taxonomy's sub-area.
         if topic.terms and (prior is None or (len(members) > 1 and topic.share >= 0.5)):
-            en = zh = _capitalised(topic.terms[0])
+            en, zh = _capitalised(topic.terms[0]), vocabulary.chinese(topic.terms[0])
         else:
             en, zh = (prior if themed else _area(members, themed, highlight=True)) or FURTHER
         if en in named:

@@ -73,7 +73,7 @@ def clean_title(title: str) -> str:
 
 
 # Words every title has: what was done, not what it was done to.
-_STOP = frozenset(  # noqa: SIM905 (a list of 200 quoted words would be harder to read)
+STOP_WORDS = frozenset(  # noqa: SIM905 (a list of 200 quoted words would be harder to read)
     [
         "a",
         "an",
@@ -328,7 +328,7 @@ def title_terms(title: str) -> tuple[Term, ...]:
     for word in _TOKEN.findall(_ANY_TICKET.sub(" ", display_title(title[:MAX_TITLE]))):
         word = word.strip("_")
         key = term_key(word)
-        if len(key) < 2 or key in _STOP or word.lower() in _STOP or key.isdigit() or key in seen:
+        if len(key) < 2 or key in STOP_WORDS or word.lower() in STOP_WORDS or key.isdigit() or key in seen:
             continue
         seen.add(key)
         terms.append(Term(key, word, is_named(word)))

@@ -23,7 +23,8 @@ import orjson
 from jinja2 import Environment, PackageLoader, StrictUndefined, Template
 from markupsafe import Markup, escape
 
-from tracker.core.report import DELIVERED, IN_PROGRESS, Change, Day, Highlight, Report, Section, Theme
+from tracker.core.report import DELIVERED, IN_PROGRESS, OTHER_THEME, Change, Day, Highlight, Report, Section, Theme
+from tracker.core.titles import word_count
 
 LANGUAGES = ("en", "zh-CN")
 FORMATS = ("md", "html", "json")
@@ -217,29 +218,14 @@ def coverage_notice(report: Report, lang: str) -> tuple[str, str] | None:
     )
 
 
-def _names(themes: Sequence[Theme], lang: str, limit: int = 3) -> str:
-    names = [theme.zh if lang == "zh-CN" else theme.en for theme in themes[:limit]]
-    if lang == "zh-CN":
-        return "；".join(names)
-    # Theme names hold "and" and commas themselves: the list is separated by semicolons.
-    return names[0] if len(names) == 1 else "; ".join(names[:-1]) + "; and " + names[-1]
-
-
-# (English lead, Chinese lead, English when empty, Chinese when empty) for each section.
-_OVERVIEW = {
-    "delivered": (
-        "Delivered work centred on",
-        "已交付成果集中在",
-        "No substantive change was delivered in this window.",
-        "本统计窗口内没有交付实质性变更。",
-    ),
-    "in_progress": (
-        "Work in progress continues on",
-        "进行中的工作主要涉及",
-        "No substantive change is in progress at the cutoff.",
-        "截止时没有进行中的实质性变更。",
-    ),
+# What the overview says of a section without changes, in English and Chinese.
+_NOTHING = {
+    DELIVERED: ("No substantive change was delivered in this window.", "本统计窗口内没有交付实质性变更。"),
+    IN_PROGRESS: ("No substantive change is in progress at the cutoff.", "截止时没有进行中的实质性变更。"),
 }
+# Per section: the largest themes it names, each with its headline change as far as the section's share of
+# OVERVIEW_WORDS (the whole overview's) allows, then by name alone: at least MIN_AREAS, at most MAX_AREAS.
+MIN_AREAS, MAX_AREAS, OVERVIEW_WORDS = 5, 8, 90
 
 
 def written_by_model(report: Report, lang: str) -> tuple[list[str], list[str]]:
@@ -261,20 +247,50 @@ _SECTION_NAMES = {
 
 
 def overview(report: Report, lang: str) -> str:
-    """One sentence a section: its leading themes and how many changes in how many themes."""
+    """A sentence a section, from its content: how many changes in how many themes, then its largest
+    themes, each with its headline change (`Theme.headline`) in words, uncited (every change is cited once,
+    in its theme). Within about `OVERVIEW_WORDS` words a section, counted in English; Chinese says the same."""
+    budget = OVERVIEW_WORDS // max(1, sum(1 for section in report.sections if section.themes))
+    return ("" if lang == "zh-CN" else " ").join(_section_overview(s, lang, budget) for s in report.sections)
+
+
+def _section_overview(section: Section, lang: str, budget: int) -> str:
     zh = lang == "zh-CN"
-    parts = []
-    for section in report.sections:
-        lead_en, lead_zh, empty_en, empty_zh = _OVERVIEW[section.id]
-        n, k = len(section.changes), len(section.themes)
-        if not k:
-            parts.append(empty_zh if zh else empty_en)
-        elif zh:
-            parts.append(f"{lead_zh}{_names(section.themes, lang)}（{k} 个方向共 {n} 项变更）。")
+    if not section.themes:
+        return _NOTHING[section.id][1 if zh else 0]
+    themes = [theme for theme in section.themes if theme.id != OTHER_THEME[0]][:MAX_AREAS]
+    words, parts = 6, []  # the lead: "Delivered 177 changes in 10 themes:"
+    for index, theme in enumerate(themes):
+        name, headline = (theme.zh if zh else theme.en), plain(theme.headline.title)
+        named = word_count(theme.en) + 1  # "Name (n)"
+        led = words + named + word_count(headline) + 2 <= budget  # "Name (n, led by Title)"
+        if not led and index >= MIN_AREAS and words + named > budget:
+            break
+        words += named + (word_count(headline) + 2 if led else 0)
+        n = len(theme.changes)
+        if zh:
+            parts.append(f"{name}（{n} 项{f'，以“{headline}”为首' if led else ''}）")
         else:
-            counts = f"{n} {_plural(n, 'change')} in {k} {_plural(k, 'theme')}"
-            parts.append(f"{lead_en} {_names(section.themes, lang)} ({counts}).")
-    return ("" if zh else " ").join(parts)
+            parts.append(f"{name} ({n}{f', led by {headline}' if led else ''})")
+    n, k, rest = len(section.changes), len(section.themes), len(section.themes) - len(parts)
+    if zh:
+        lead = "已交付" if section.id == DELIVERED else "进行中"
+        more = f"，另有 {rest} 个方向" if rest else ""
+        return cjk_spaced(f"{lead} {n} 项变更，分 {k} 个方向：{'；'.join(parts)}{more}。")
+    counted = f"{n} {_plural(n, 'change')} in {k} {_plural(k, 'theme')}"
+    lead = f"Delivered {counted}" if section.id == DELIVERED else f"{counted} {'is' if n == 1 else 'are'} in progress"
+    more = f"; and {rest} more {_plural(rest, 'theme')}" if rest else ""
+    return f"{lead}: {'; '.join(parts)}{more}."
+
+
+# A boundary between a CJK character and a Latin letter or digit, either way round.
+_CJK_LATIN = re.compile(r"(?<=[\u4e00-\u9fff])(?=[A-Za-z0-9`])|(?<=[A-Za-z0-9`])(?=[\u4e00-\u9fff])")
+
+
+def cjk_spaced(text: str) -> str:
+    """Chinese text with a space between CJK characters and Latin words ("涉及 Training 模块"), as Chinese
+    technical writing sets them."""
+    return _CJK_LATIN.sub(" ", text)
 
 
 def theme_summary(theme: Theme, section: Section, lang: str) -> str:
@@ -285,7 +301,7 @@ def theme_summary(theme: Theme, section: Section, lang: str) -> str:
     if lang == "zh-CN":
         areas = "、".join(f"{h.zh}（{len(h.changes)} 项）" for h in theme.highlights)
         verb = "交付" if section.id == "delivered" else "推进中"
-        return f"{verb} {n} 项变更，涉及{areas}。"
+        return cjk_spaced(f"{verb} {n} 项变更，涉及{areas}。")
     areas_en = [f"{_mid_sentence(h.en)} ({len(h.changes)})" for h in theme.highlights]
     # Highlight names can hold commas themselves: the list is separated by semicolons.
     joined = areas_en[0] if len(areas_en) == 1 else "; ".join(areas_en[:-1]) + "; and " + areas_en[-1]
@@ -304,29 +320,93 @@ def _plural(count: int, word: str) -> str:
     return word if count == 1 else word + "s"
 
 
-def bullet_markdown(changes: Sequence[Change], lang: str) -> str:
-    """One bullet's text: each change's cleaned title, its citations right after it."""
+def bullet_markdown(changes: Sequence[Change], lang: str, folded: bool = False) -> str:
+    """A line's text: each change's words (a highlight's line: `Change.text`; a line of a fold: the cleaned
+    title), its citations right after it. In Chinese the English words are quoted."""
+    texts = [change.title if folded else change.text for change in changes]
     if lang == "zh-CN":
-        parts = [f"{markdown_text(c.title, MAX_TITLE)}（{'、'.join(citations_markdown(c))}）" for c in changes]
+        parts = [
+            f"“{markdown_text(text, MAX_TITLE)}”（{'、'.join(citations_markdown(c))}）"
+            for text, c in zip(texts, changes, strict=True)
+        ]
         return "；".join(parts) + "。"
-    parts = [f"{markdown_text(c.title, MAX_TITLE)} ({', '.join(citations_markdown(c))})" for c in changes]
+    parts = [
+        f"{markdown_text(text, MAX_TITLE)} ({', '.join(citations_markdown(c))})"
+        for text, c in zip(texts, changes, strict=True)
+    ]
     return "; ".join(parts) + "."
 
 
-def bullet_html(changes: Sequence[Change], lang: str, repo: str) -> Markup:
-    """`bullet_markdown` in HTML: each change's cleaned title, its citations right after it, escaped. Written
-    here rather than as a template macro: a big month has thousands of bullets, and Jinja's call of a
-    macro costs more than the text it makes."""
+def bullet_html(changes: Sequence[Change], lang: str, repo: str, folded: bool = False) -> Markup:
+    """`bullet_markdown` in HTML, escaped. Written here rather than as a template macro: a big month has
+    thousands of lines, and Jinja's call of a macro costs more than the text it makes."""
     zh = lang == "zh-CN"
     opening, closing, between, separator, end = ("（", "）", "、", "；", "。") if zh else (" (", ")", ", ", "; ", ".")
+    quote, unquote = ("“", "”") if zh else ("", "")
     parts = []
     for change in changes:
         cited = between.join(
             f'<a class="cite" href="{escape(pull_url(repo, c.number))}">{escape(plain(c.label, None))}</a>'
             for c in change.citations
         )
-        parts.append(f"{escape(plain(change.title, MAX_TITLE))}{opening}{cited}{closing}")
+        text = _code_spans(str(escape(plain(change.title if folded else change.text, MAX_TITLE))))
+        parts.append(f"{quote}{text}{unquote}{opening}{cited}{closing}")
     return Markup(separator.join(parts) + end)
+
+
+# A pair of backticks in escaped text (titles quote identifiers so: `norm_out`); no backtick inside.
+_BACKTICKS = re.compile(r"`([^`]++)`")
+
+
+def _code_spans(escaped: str) -> str:
+    """Escaped text with each `...` as <code>: what GitHub shows for the backticks of a title."""
+    return _BACKTICKS.sub(r"<code>\1</code>", escaped)
+
+
+def folded_label(theme: Theme, lang: str) -> str:
+    """What a theme's fold says while closed: how many changes it holds."""
+    n, more = len(theme.folded), len(theme.folded) < len(theme.changes)
+    if lang == "zh-CN":
+        return f"{'其余 ' if more else ''}{n} 项变更"
+    return f"{n} {'more ' if more else ''}{_plural(n, 'change')}"
+
+
+def reverted_markdown(section: Section, lang: str) -> str:
+    """The section's Reverted line: each change undone in the window, cited, with the revert that undid it."""
+    zh = lang == "zh-CN"
+    parts = []
+    for undone, revert in section.reverted:
+        cited = ("、" if zh else ", ").join(citations_markdown(undone))
+        by = ("、" if zh else ", ").join(citations_markdown(revert)) if revert else ""
+        if zh:
+            parts.append(f"“{markdown_text(undone.title, MAX_TITLE)}”（{cited}）{f'，已由 {by} 回退' if by else ''}")
+        else:
+            parts.append(f"{markdown_text(undone.title, MAX_TITLE)} ({cited}){f', reverted by {by}' if by else ''}")
+    if zh:
+        return f"**本窗口内已回退**（不计为交付）：{'；'.join(parts)}。"
+    return f"**Reverted within the window** (not delivered work): {'; '.join(parts)}."
+
+
+def reverted_html(section: Section, lang: str, repo: str) -> Markup:
+    """`reverted_markdown` in HTML, escaped."""
+    zh = lang == "zh-CN"
+
+    def cited(change: Change) -> str:
+        return ("、" if zh else ", ").join(
+            f'<a class="cite" href="{escape(pull_url(repo, c.number))}">{escape(plain(c.label, None))}</a>'
+            for c in change.citations
+        )
+
+    parts = []
+    for undone, revert in section.reverted:
+        title = _code_spans(str(escape(plain(undone.title, MAX_TITLE))))
+        if zh:
+            parts.append(f"“{title}”（{cited(undone)}）{f'，已由 {cited(revert)} 回退' if revert else ''}")
+        else:
+            parts.append(f"{title} ({cited(undone)}){f', reverted by {cited(revert)}' if revert else ''}")
+    if zh:
+        return Markup(f"<strong>本窗口内已回退</strong>（不计为交付）：{'；'.join(parts)}。")
+    return Markup(f"<strong>Reverted within the window</strong> (not delivered work): {'; '.join(parts)}.")
 
 
 def sentence_markdown(highlight: Highlight, lang: str) -> str:
@@ -393,6 +473,9 @@ def render(report: Report, fmt: str, lang: str) -> str:
         "citations": citations_markdown,
         "bullet": bullet_markdown,
         "bullet_html": bullet_html,
+        "folded_label": folded_label,
+        "reverted": reverted_markdown,
+        "reverted_html": reverted_html,
         "sentence": sentence_markdown,
         "repo_url": github_url(report.snapshot.repo),
         "pull_url": pull_url,
@@ -497,12 +580,17 @@ def report_document(report: Report) -> dict[str, Any]:
         "sections": [
             {
                 "id": section.id,
+                "reverted": [
+                    {"numbers": list(undone.numbers), "by": list(revert.numbers) if revert else []}
+                    for undone, revert in section.reverted
+                ],
                 "themes": [
                     {
                         "id": theme.id,
                         "en": plain(theme.en, limit=None),
                         "zh": plain(theme.zh, limit=None),
                         "terms": [plain(term, limit=None) for term in theme.terms],
+                        "folded": [change.id for change in theme.folded],
                         "highlights": [
                             {
                                 "id": highlight.id,
@@ -516,7 +604,7 @@ def report_document(report: Report) -> dict[str, Any]:
                                     }
                                     for change in highlight.changes
                                 ],
-                                "bullets": [[change.id for change in run] for run in highlight.bullets],
+                                "shown": [change.id for change in highlight.shown],
                                 **(
                                     {
                                         "sentence_en": plain(highlight.sentence_en, limit=None),
