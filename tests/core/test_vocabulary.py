@@ -15,12 +15,16 @@ from functools import cache
 import pytest
 import yaml
 
+from tests.core.test_clusters import generated_month, megatron_taxonomy
 from tests.paths import EXAMPLES, SHARED, needs_shared
 from tracker.config import TrackerConfig
 from tracker.core import clusters
 from tracker.core.attributes import AttributeVersion
 from tracker.core.classify import ChangedFile, Rules, classify_head
+from tracker.core.noise import MAINTENANCE_THEME
+from tracker.core.report import FURTHER, OTHER_THEME, UPKEEP_KINDS, Report, build_report
 from tracker.core.snapshot import MonthSnapshot, build_snapshot
+from tracker.core.taxonomy import ThemeConfig
 from tracker.core.themes import choose_theme
 from tracker.core.timeline import Fact, FactKind
 from tracker.core.vocabulary import area_name, chinese, is_name, month_vocabulary, name, spaced, theme_terms
@@ -246,3 +250,32 @@ def test_a_release_branch_named_in_titles_is_no_term() -> None:
     texts = {term.text.lower() for term in month_vocabulary(titles, []).terms.values()}
     assert "core_r0.17.0" not in texts and "release_v1.2" not in texts
     assert is_name("Qwen3.5-VL") and is_name("DeepSeek-V4")  # versioned names of things stay names
+
+
+def _report_names(report: Report, taxonomy: tuple[ThemeConfig, ...]) -> list[str]:
+    """The parts of every theme and highlight name of a report that are not a configured or fixed name
+    (each piece of "Terms · Area" apart): the names the report made from the vocabulary or the layout."""
+    configured = {theme.en for theme in taxonomy} | {h.en for theme in taxonomy for h in theme.highlights}
+    fixed = {OTHER_THEME[1], FURTHER[0], MAINTENANCE_THEME[1], *(en for en, _ in UPKEEP_KINDS.values())}
+    names = []
+    for section in report.sections:
+        for theme in section.themes:
+            for name_ in (theme.en, *(h.en for h in theme.highlights)):
+                for piece in name_.split(" · "):
+                    if piece not in configured | fixed:
+                        names.extend(_parts(piece))
+    return names
+
+
+@needs_shared
+@pytest.mark.parametrize("themed", [True, False], ids=["taxonomy", "no taxonomy"])
+def test_every_name_a_report_gives_is_in_the_vocabulary(themed: bool) -> None:
+    """The names of the reports themselves (build_report), on every month of the data and on generated months
+    of 50 to 1,500 changes: each part of each name is a configured name, a fixed one, or a name of the
+    vocabulary (no generic word alone, no verb first, not the repository's name)."""
+    taxonomy = megatron_taxonomy() if themed else ()
+    reports = [build_report(*snapshot_of(prs, month, cutoff), taxonomy) for month, (prs, cutoff) in _months().items()]
+    reports += [generated_month(size, seed, taxonomy) for size, seed in ((50, 1), (400, 2), (1500, 3))]
+    names = [name_ for report in reports for name_ in _report_names(report, taxonomy)]
+    assert len(names) > 200
+    assert [n for n in names if not is_name(n, GENERIC_HERE)] == []

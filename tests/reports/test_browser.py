@@ -248,3 +248,26 @@ def test_the_index_leads_to_a_months_html_report(served_report: str) -> None:
         assert page.url == f"{served_report}/reports/{REPO}/current.html"
         assert page.locator("nav.controls").count() == 1  # the report page, with its cutoff picker
     assert problems == []
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_a_400_change_month_on_a_phone_ends_in_progress_within_eight_screens(lang: str) -> None:
+    """Issue 32: the month-end page of a big month, its themes folded as it opens, on a 390 × 844 screen."""
+    from tests.core.test_clusters import generated_month, megatron_taxonomy
+    from tracker.reports.render import render
+
+    report = generated_month(600, 5, megatron_taxonomy())  # about two thirds merged, a third open
+    narrated = sum(len(section.changes) for section in report.sections)
+    assert narrated >= 400
+    with chromium_page("about:") as (page, problems):
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.set_content(render(report, "html", lang))
+        assert page.evaluate("document.documentElement.scrollWidth") <= 400
+        end = page.evaluate(
+            "document.getElementById('in_progress').closest('section').getBoundingClientRect().bottom + scrollY"
+        )
+        assert end <= 8 * 844, (narrated, end / 844)
+        label = page.locator("#daily-activity svg text").first.bounding_box()
+        assert label is not None and label["height"] >= 10, label
+        page.screenshot(path=str(OUTPUT / f"report-400-{lang}-phone.png"), full_page=True)
+    assert problems == []
