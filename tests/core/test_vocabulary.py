@@ -279,3 +279,14 @@ def test_every_name_a_report_gives_is_in_the_vocabulary(themed: bool) -> None:
     names = [name_ for report in reports for name_ in _report_names(report, taxonomy)]
     assert len(names) > 200
     assert [n for n in names if not is_name(n, GENERIC_HERE)] == []
+
+
+def test_a_file_named_in_titles_is_no_term() -> None:
+    titles = [
+        "Bump project.json/versions1.json",
+        "Fix versions1.json picker",
+        "Clean up pretrain_gpt.py",
+        "pretrain_gpt.py args",
+    ]
+    texts = {term.text.lower() for term in month_vocabulary(titles, []).terms.values()}
+    assert not {"versions1.json", "pretrain_gpt.py", "project.json"} & texts

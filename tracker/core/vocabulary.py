@@ -283,7 +283,7 @@ def _single(word: str) -> bool:
         return False
     if _RELEASE.fullmatch(word):  # a release branch (`core_r0.17.0`, `release_v1.2`): where, not what
         return False
-    if _FILE.search(word) and term_key(_FILE.sub("", word)) in GENERIC | GENERIC_NAMES:
+    if _FILE.search(word):  # a file (`versions1.json`, `pretrain_gpt.py`): where a change is, not what
         return False
     if _named(word) or "_" in word:
         return True
