@@ -468,6 +468,12 @@ def is_maintenance(title: str, paths: Sequence[str], author: str | None = None, 
 def maintenance_kind(
     title: str, paths: Sequence[str], author: str | None = None, labels: Sequence[str] = ()
 ) -> str | None:
+    """`_kind`, remembered: a month's changes are judged again at each of its reports."""
+    return _kind(title, tuple(paths), author, tuple(labels))
+
+
+@lru_cache(maxsize=16_384)
+def _kind(title: str, paths: tuple[str, ...], author: str | None, labels: tuple[str, ...]) -> str | None:
     """`SYNC`, `VERSION`, `DEPENDENCIES` or `BUILD` when a change is upkeep, else None.
 
     `paths`: the files the change touches; `author`: its author's login; `labels`: its labels.

@@ -222,15 +222,26 @@ _SOURCE_ROOTS = frozenset({"src", "lib", "python", "packages", "source"})
 def _packages(path_lists: Sequence[tuple[str, ...]]) -> frozenset[str]:
     """The top-level folders of the section's paths (below a source root, the next level too): the package
     itself (`megatron/`), tests, examples. They name the repository, not a part of it."""
-    found = set()
-    for files in path_lists:
-        for path in files:
-            parts = path.split("/")[:-1]
-            if parts:
-                found.add(term_key(parts[0]))
-            if len(parts) > 1 and parts[0].lower() in _SOURCE_ROOTS:
-                found.add(term_key(parts[1]))
-    return frozenset(found)
+    return frozenset().union(*(_layout(files)[0] for files in path_lists))
+
+
+@lru_cache(maxsize=16_384)  # a change's files, read again at each report of its month
+def _layout(files: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
+    """Of one change's files: their top-level folders (`_packages`) and the phrases their folder and file
+    names write (`_path_phrases`)."""
+    packages, phrases = set(), set()
+    for path in files:
+        parts = path.split("/")
+        if len(parts) > 1:
+            packages.add(term_key(parts[0]))
+        if len(parts) > 2 and parts[0].lower() in _SOURCE_ROOTS:
+            packages.add(term_key(parts[1]))
+        for component in parts:
+            stem = component.split(".", 1)[0]
+            words = [w for w in re.split(r"[_\-]+", stem) if w]
+            if 2 <= len(words) <= MAX_PHRASE and all(w.isalpha() for w in words):
+                phrases.add(_key(words))
+    return frozenset(packages), frozenset(phrases)
 
 
 @lru_cache(maxsize=65_536)  # a month's titles are read again at each of its reports
@@ -339,15 +350,7 @@ def _spelling(spellings: Counter[str]) -> str:
 
 def _path_phrases(path_lists: Sequence[tuple[str, ...]]) -> frozenset[str]:
     """Phrases the code layout writes in snake_case or kebab-case: `prefix_caching/`, `cuda_graphs.py`."""
-    found = set()
-    for files in path_lists:
-        for path in files:
-            for component in path.split("/"):
-                stem = component.split(".", 1)[0]
-                words = [w for w in re.split(r"[_\-]+", stem) if w]
-                if 2 <= len(words) <= MAX_PHRASE and all(w.isalpha() for w in words):
-                    found.add(_key(words))
-    return frozenset(found)
+    return frozenset().union(*(_layout(files)[1] for files in path_lists))
 
 
 # --- names ----------------------------------------------------------------------------------------
