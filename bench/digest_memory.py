@@ -9,15 +9,21 @@ stored twice in one run, each in its own ledger and Redis database:
   (prose, a template comment, a code block and a cue citing another PR), a different body on each of a
   PR's deliveries that is an edit, as an author who keeps rewriting it would send.
 Each is rebuilt (tracker.store.rebuild) and its digest kept (tracker.reports.digests.keep_digest, what
-the warm job does), then Redis's MEMORY USAGE of the digest key and the server's used_memory are read.
+the warm job does), then Redis's MEMORY USAGE of the digest key and the server's used_memory are read,
+and what a request pays to read one cutoff from it (tracker.reports.digests.KeptDigest.fold_at without
+the evidence, as the Markdown and the HTML read it, the collector paused as a report pauses it: one
+HMGET, inflating and parsing the fields, folding the snapshot): the median of --runs, mid-month and on the
+month's last day. No head files are stored, so the digest holds no changed paths and little evidence: a
+month whose heads are known keeps more (tests/store/test_month_digest.py measures one with real paths).
 
-    .venv/bin/python bench/digest_memory.py [--prs 1419 --deliveries 11894 --body-chars 65536]
+    .venv/bin/python bench/digest_memory.py [--prs 1419 --deliveries 11894 --body-chars 65536 --runs 21]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from dataclasses import replace
 
@@ -25,7 +31,8 @@ from _stack import Stack
 from _stories import REPO, ledger_delivery, plan_months, stories
 
 from tracker.config import load_config
-from tracker.reports.digests import digest_key, keep_digest
+from tracker.reports.collector import collector_paused
+from tracker.reports.digests import KeptDigest, digest_key, keep_digest, month_windows
 from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState
 from tracker.store.rebuild import rebuild
@@ -51,8 +58,11 @@ def with_long_body(body: bytes, size: int, edits: dict[int, int]) -> bytes:
     return json.dumps(payload).encode()
 
 
-def measure(stack: Stack, generated: list, body_chars: int | None, month: str) -> tuple[int, int, float]:
-    """(digest key bytes, Redis used_memory bytes, seconds to rebuild and keep) of the month."""
+def measure(
+    stack: Stack, generated: list, body_chars: int | None, month: str, runs: int
+) -> tuple[int, int, float, list[float]]:
+    """(digest key bytes, Redis used_memory bytes, seconds to rebuild and keep, milliseconds to read a cutoff
+    mid-month and on the last day) of the month."""
     ledger, state = Ledger(stack.engine), MonthState(stack.engine)
     config = load_config(stack.settings)
     edits: dict[int, int] = {}
@@ -69,7 +79,18 @@ def measure(stack: Stack, generated: list, body_chars: int | None, month: str) -
     took = time.monotonic() - started
     key = digest_key(state, config, REPO, month, timezone)
     used = redis.memory_usage(key, samples=0) or 0
-    return used, int(redis.info("memory")["used_memory"]), took
+    windows = month_windows(month, timezone)
+    kept, reads = KeptDigest(redis, key), []
+    for window in (windows[len(windows) // 2 - 1], windows[-1]):
+        times = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            with collector_paused():
+                folded = kept.fold_at(REPO, window, evidence=False)
+            times.append(time.perf_counter() - started)
+            assert folded is not None, "the digest holds every cutoff of the month"
+        reads.append(statistics.median(times) * 1000)
+    return used, int(redis.info("memory")["used_memory"]), took, reads
 
 
 def main() -> int:
@@ -78,6 +99,7 @@ def main() -> int:
     parser.add_argument("--prs", type=int, default=1419)
     parser.add_argument("--deliveries", type=int, default=11894)
     parser.add_argument("--body-chars", type=int, default=65_536, help="GitHub's maximum body length")
+    parser.add_argument("--runs", type=int, default=21, help="reads of each cutoff timed")
     args = parser.parse_args()
     plans = plan_months([args.month], args.prs, args.deliveries, seed=5)
     generated = [item for part in stories(plans, processes=2) for item in part]
@@ -85,19 +107,24 @@ def main() -> int:
     figures = {}
     for name, chars in (("baseline", None), ("long bodies", args.body_chars)):
         with Stack() as stack:
-            figures[name] = measure(stack, generated, chars, args.month)
-    base_key, base_used, base_took = figures["baseline"]
-    key, used, took = figures["long bodies"]
+            figures[name] = measure(stack, generated, chars, args.month, args.runs)
+    base_key, base_used, base_took, base_reads = figures["baseline"]
+    key, used, took, reads = figures["long bodies"]
     mb = 1024 * 1024
     print(f"digest memory: {args.deliveries:,} deliveries of {args.prs:,} PRs in {args.month}")
-    print(f"  baseline (bodies as generated): digest key {base_key / mb:.2f} MB, Redis used {base_used / mb:.1f} MB")
+    print(
+        f"  baseline (bodies as generated): digest key {base_key / mb:.2f} MB, Redis used {base_used / mb:.1f} MB; "
+        f"a cutoff read in {base_reads[0]:.1f} ms mid-month, {base_reads[1]:.1f} ms on the last day"
+    )
     print(
         f"  every body {args.body_chars:,} characters: digest key {key / mb:.2f} MB "
         f"({key / base_key:.2f} x baseline), Redis used {used / mb:.1f} MB ({used / base_used:.2f} x); "
-        f"rebuild and keep {took:.0f} s ({took / base_took:.2f} x)"
+        f"rebuild and keep {took:.0f} s ({took / base_took:.2f} x); a cutoff read in {reads[0]:.1f} ms "
+        f"mid-month ({reads[0] / base_reads[0]:.2f} x), {reads[1]:.1f} ms on the last day "
+        f"({reads[1] / base_reads[1]:.2f} x)"
     )
     growth = (key - base_key) / mb
-    print(f"  what the bodies add to the month's digest: {growth:.2f} MB (target: a few MB per month)")
+    print(f"  what the bodies add to the month's digest: {growth:.2f} MB (target: the month's key within about 3 MB)")
     return 0
 
 

@@ -5,6 +5,7 @@ change makes it a miss and the request reads the database again. Real app, Redis
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import fields
 from typing import Any
 
@@ -73,14 +74,15 @@ def test_the_warm_job_keeps_the_digest_every_cutoff_reads_until_the_month_change
     assert kept
     # Every cutoff of the month reads it: a digest changed by hand shows in the answer (then put back).
     title = [field.name for field in fields(AttributeVersion)].index("title")
-    altered = {}
-    for field, value in kept.items():
-        if field.isdigit():
-            cut = json.loads(value)
-            for _number, values in cut["versions"]:
-                values[title] = "Read from the digest"
-            altered[field] = json.dumps(cut).encode()
-    redis.hset(key, mapping=altered)
+    # (The month's versions, each on a line of its own after its other tables, in its `paths` field.)
+    tables, *versions = zlib.decompress(kept[b"paths"]).split(b"\n")
+    assert versions
+    altered = []
+    for line in versions:
+        values = json.loads(line)
+        values[title] = "Read from the digest"
+        altered.append(json.dumps(values).encode())
+    redis.hset(key, "paths", zlib.compress(b"\n".join([tables, *altered])))
     redis.delete(*redis.scan_iter(match="tracker:render:*"))
     assert titles(at_cutoff(built, None, cache=True)) == ["Read from the digest"]
     redis.hset(key, mapping=kept)

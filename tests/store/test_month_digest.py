@@ -30,9 +30,9 @@ from tracker.reports.loading import snapshot_json  # noqa: E402
 from tracker.store.heads import UNAVAILABLE  # noqa: E402
 from tracker.store.month_digest import (  # noqa: E402
     AUXILIARY,
+    EVIDENCE,
     PATHS,
     encode,
-    evidence_field,
     fold_encoded,
     read_digest,
 )
@@ -91,7 +91,7 @@ def test_the_digest_gives_what_the_database_gives_at_every_cutoff(app: Flask, gi
             )
             numbers = {pr.status.number for pr in oracle.pull_requests}
             paths = {number: files for number, files in inputs.paths.items() if number in numbers}
-            cut, table, evidence = encoded[str(index)], encoded[PATHS], encoded[evidence_field(index)]
+            cut, table, evidence = encoded[str(index)], encoded[PATHS], encoded[EVIDENCE]
             auxiliary = encoded[AUXILIARY]
             for folded in (digest.fold_at(REPO, window), fold_encoded(cut, table, auxiliary, evidence, REPO, window)):
                 assert folded is not None
@@ -114,9 +114,9 @@ def test_the_digest_gives_what_the_database_gives_at_every_cutoff(app: Flask, gi
         assert digest.fold_at(REPO, replace(windows[0], end=windows[0].end + 1)) is None  # not a window of the month
         table, auxiliary = encoded[PATHS], encoded[AUXILIARY]
         assert fold_encoded(encoded["0"], table, auxiliary, None, REPO, windows[0]) is None  # no evidence
-        assert fold_encoded(encoded["1"], table, auxiliary, encoded["evidence:1"], REPO, windows[0]) is None  # day 2
-        assert fold_encoded(None, table, auxiliary, encoded["evidence:0"], REPO, windows[0]) is None
-        assert fold_encoded(encoded["0"], table, None, encoded["evidence:0"], REPO, windows[0]) is None
+        assert fold_encoded(encoded["1"], table, auxiliary, encoded[EVIDENCE], REPO, windows[0]) is None  # day 2
+        assert fold_encoded(None, table, auxiliary, encoded[EVIDENCE], REPO, windows[0]) is None
+        assert fold_encoded(encoded["0"], table, None, encoded[EVIDENCE], REPO, windows[0]) is None
         # What it carries of each title and path is what this process computes without it (tracker.core.memo).
         memo.forget()
         assert digest.titles and digest.auxiliary
@@ -547,3 +547,61 @@ def test_a_long_bodys_excerpt_gives_the_report_and_the_narrator_what_the_body_gi
                 assert narration.section_input(cut, section.id) == narration.section_input(whole, section.id)
         for fmt in ("md", "json"):
             assert render_bytes(cut, fmt, "en") == render_bytes(whole, fmt, "en")
+
+
+def test_a_month_of_the_longest_bodies_keeps_its_digest_within_issue_31s_budget_a_pr(app: Flask, github: Any) -> None:
+    """Issue 31: "Redis memory for a month of 1,400 PRs with maximum-size bodies stays within a few MB per
+    month", taken as 3 MB for the 1,400 PRs: about 2.2 kB a PR. 200 real Megatron-LM PRs (their titles, base
+    branches and changed paths) opened across the month, each with a body of GitHub's 65,536 characters of
+    prose (words drawn at random from a vocabulary of a thousand, so that it compresses no better than
+    writing does), one in ten edited to another, half merged: the month's digest key stays within that budget
+    a PR, though each PR is in every cutoff's slice from its opening on (when each slice repeated its
+    version, titles and evidence uncompressed: about 15 kB a PR)."""
+    import random
+    from datetime import UTC, datetime, timedelta
+
+    from tests.conftest import post, run_jobs
+    from tests.factory import delivery, pr_payload
+    from tests.scenario import real_prs
+    from tracker.reports.digests import digest_key, keep_digest
+
+    count, longest, budget = 200, 65_536, 3 * 1024 * 1024 // 1_400
+    rng = random.Random(31)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    vocabulary = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 10))) for _ in range(1_000)]
+
+    def body(number: int) -> str:
+        words = " ".join(rng.choices(vocabulary, k=longest // 6))  # words of 6 characters on average, and spaces
+        return (f"Fixes #{number - 1}.\n\n" + words)[:longest]
+
+    start = datetime(2026, 5, 1, 2, tzinfo=UTC)
+    client = app.test_client()
+    payloads = []
+    for index, pr in enumerate(real_prs()[:count]):
+        number = pr["pr_number"]
+        opened = start + timedelta(hours=3.5 * index)
+        fields: dict[str, Any] = {"repo": REPO, "title": pr["title"], "base": pr["branch"], "body": body(number)}
+        payloads.append(pr_payload("opened", number, created_at=opened, **fields))
+        sha = payloads[-1]["pull_request"]["head"]["sha"]
+        github.set_files(REPO, number, sha, [file["path"] for file in pr["files"]] or ["README.md"])
+        if index % 10 == 0:
+            fields["body"] = body(number)
+            edited = opened + timedelta(days=1)
+            payloads.append(pr_payload("edited", number, created_at=opened, updated_at=edited, **fields))
+        if index % 2 == 0:
+            merged = opened + timedelta(days=2)
+            payloads.append(
+                pr_payload("closed", number, created_at=opened, updated_at=merged, merged_at=merged, **fields)
+            )
+    for payload in payloads:
+        d = delivery("pull_request", payload)
+        assert post(client, d.body, d.event, d.delivery_id).status_code == 202
+    run_jobs(app)
+    with app.app_context():
+        s = services()
+        redis, timezone = s.require_redis(), s.config.timezone_for(REPO)
+        digest = keep_digest(redis, s.state, s.config, REPO, MONTH, timezone)
+        assert len(digest.pull_requests) == count and len(digest.bodies) > count  # the edited PRs' two
+        key = digest_key(s.state, s.config, REPO, MONTH, timezone)
+        used = redis.memory_usage(key, samples=0)
+        assert used is not None and used < count * budget, (used, used / count)

@@ -37,13 +37,13 @@ from tracker.core.window import Month, Window, month_window
 from tracker.reports.fingerprint import code_fingerprint
 from tracker.store.month_digest import (
     AUXILIARY,
+    EVIDENCE,
     FORMAT,
     PATHS,
     MonthDigest,
     WindowDigest,
     cutoff_index,
     encode,
-    evidence_field,
     fold_encoded,
     read_changed,
     read_digest,
@@ -156,10 +156,9 @@ class KeptDigest:
 
 def cutoff_fields(cache: Redis, key: str, window: Window, evidence: bool) -> list[bytes | None]:
     """The fields of the digest at `key` that the window's cutoff reads (`fold_encoded`'s, in its order),
-    in one HMGET: its slice, the month's path and body tables, the auxiliary paths, and its evidence when
+    in one HMGET: its slice, the month's tables, the auxiliary paths, and the month's evidence when
     wanted."""
-    index = cutoff_index(window)
-    wanted = [str(index), PATHS, AUXILIARY, *([evidence_field(index)] if evidence else [])]
+    wanted = [str(cutoff_index(window)), PATHS, AUXILIARY, *([EVIDENCE] if evidence else [])]
     return cast(list[bytes | None], cache.hmget(key, wanted))  # a client of bytes
 
 

@@ -13,20 +13,23 @@ four in a busy month) instead of one per cutoff.
 `MonthDigest.fold_at(window)` then picks each PR's entry and version for that window and assembles the
 snapshot, exactly the one `build_snapshot` makes from `month_inputs` (a test compares them at every cutoff
 of a real month on both engines), with the changed paths of each PR's head then (what the report's themes
-read). `encode` turns it into the fields of a Redis hash, one slice per cutoff, and `fold_encoded` folds
-one cutoff's fields (tracker.reports.digests keeps the hash under the month's version and the
-classification rules, so any change makes it a miss).
+read). `encode` turns it into the fields of a Redis hash, one slice per cutoff and the month's tables
+(versions, bodies, titles, paths, evidence: each once), each compressed, and `fold_encoded` folds one
+cutoff's fields (tracker.reports.digests keeps the hash under the month's version and the classification
+rules, so any change makes it a miss).
 
 A PR's body is the one value of a version whose size its author chooses (up to GitHub's 65,536 characters,
 more from a backfill or a forged delivery): copied into every cutoff's slice, 100 such bodies made a 189 MB
 key (issue 31). So the digest keeps each body once, in the month's body table, and a long one as its
 excerpt (`body_excerpt`): the snapshot then holds the excerpt as the version's body, from which the report
-and the narrator's input are exactly those of the body.
+and the narrator's input are exactly those of the body. With each version once too, and the fields
+compressed, a month of 1,400 PRs with such bodies keeps under 1 MB instead of 12 (bench/digest_memory.py).
 """
 
 from __future__ import annotations
 
 import re
+import zlib
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
@@ -54,7 +57,7 @@ from tracker.store.heads import verdict_from_row
 from tracker.store.month_state import best_facts, head_details, version_candidates, version_from_row
 from tracker.store.schema import month_activity, pr_facts, pr_versions
 
-FORMAT = 5  # of `encode`; part of the cache key
+FORMAT = 6  # of `encode`; part of the cache key
 _KINDS = {kind.value: kind for kind in FactKind}
 _CATEGORIES = {category.value: category for category in Category}
 _STATES = {state.value: state for state in PRState}
@@ -418,37 +421,62 @@ def _pull_request(
     )
 
 
-PATHS = "paths"  # the field of the month's tables in `encode`'s mapping: its paths and its bodies
+PATHS = "paths"  # the field of the month's tables in `encode`'s mapping: paths, bodies, titles, versions
 AUXILIARY = "auxiliary"  # the field of `MonthDigest.auxiliary`
+EVIDENCE = "evidence"  # the field of the month's evidence, read only for a document that shows it
+# zlib's level for every field: one of its fast levels (1-3 share its fast deflate; 6 saves a tenth more of
+# a month that is under 1 MB already). A slice repeats keys and states PR after PR, which it folds to a fifth,
+# and the month's bodies (prose, templates, code) to a third or less; inflating a cutoff's fields costs a
+# request 3-4 ms for a month of 1,400 PRs with the longest bodies (bench/digest_memory.py).
+LEVEL = 3
 
 
 def encode(digest: MonthDigest) -> dict[str, bytes]:
-    """The digest as the fields of a Redis hash: the month's path table and body table (`PATHS`: every
-    cutoff reads them, so each path and each body is written once), and for the cutoff at each index its
-    slice (field `<index>`) and the evidence its entries name (`evidence:<index>`, a JSON array read only
-    for a document that shows it), so that a request reads one cutoff's part."""
-    encoded = {
-        PATHS: orjson.dumps({"paths": digest.path_table, "bodies": digest.bodies}),
-        AUXILIARY: orjson.dumps(digest.auxiliary),
-    }
+    """The digest as the fields of a Redis hash, each compressed (`LEVEL`; issue 31: a month of 1,400 PRs
+    with the longest bodies in a few MB): what cutoffs share, once for the month (`PATHS`: its path, body,
+    title and version tables; `EVIDENCE`: each entry's evidence, read only for a document that shows it),
+    and for the cutoff at each index its slice (field `<index>`: each PR's entry, version and changed paths
+    then, naming the month's evidence, versions, bodies and paths by their position), so that a request
+    reads one cutoff's part. `PATHS` is the JSON of the other tables, then each version's JSON on a line of
+    its own: a cutoff parses the versions it names (about 1,400 of a busy month's 5,000), not every one."""
+    evidence = {text: position for position, text in enumerate(digest.evidence)}
+    versions: dict[bytes, int] = {}  # a version's fields as JSON -> its line in the month's version table
+    encoded = {}
     for index in range(len(digest.ends)):
         cut = digest.slice_at(index)
+        pull_requests = []
+        for number, entry in cut.pull_requests:
+            named = [*entry]
+            named[_EVIDENCE] = evidence[cut.evidence[entry[_EVIDENCE]]]  # the slice's position -> the month's
+            pull_requests.append([number, named])
         encoded[str(index)] = orjson.dumps(
             {
                 "format": FORMAT,
                 "end": cut.end,
-                "versions": cut.versions,
-                "pull_requests": cut.pull_requests,
+                "versions": [
+                    [number, versions.setdefault(orjson.dumps(values), len(versions))]
+                    for number, values in cut.versions
+                ],
+                "pull_requests": pull_requests,
                 "paths": cut.paths,
-                "titles": cut.titles,
             }
         )
-        encoded[evidence_field(index)] = b"[" + b",".join(text.encode() for text in cut.evidence) + b"]"
-    return encoded
+    # orjson's compact JSON holds no line break (one in a string is escaped): each line is one document
+    tables = orjson.dumps({"paths": digest.path_table, "bodies": digest.bodies, "titles": digest.titles})
+    encoded[PATHS] = b"\n".join([tables, *versions])
+    encoded[AUXILIARY] = orjson.dumps(digest.auxiliary)
+    encoded[EVIDENCE] = b"[" + b",".join(text.encode() for text in digest.evidence) + b"]"
+    return {field: zlib.compress(value, LEVEL) for field, value in encoded.items()}
 
 
-def evidence_field(index: int) -> str:
-    return f"evidence:{index}"
+def _inflated(value: bytes | None) -> bytes | None:
+    """A field `encode` compressed, as its JSON; None for none, or for a value it did not compress."""
+    if value is None:
+        return None
+    try:
+        return zlib.decompress(value)
+    except zlib.error:
+        return None
 
 
 def fold_encoded(
@@ -467,10 +495,8 @@ def fold_encoded(
     found = _cutoff_document(cut, tables, auxiliary, evidence, window, with_evidence)
     if found is None:
         return None
-    document, tables, auxiliary = found
-    shown = orjson.loads(evidence) if with_evidence and evidence is not None else None
-    _offer(document["titles"], orjson.loads(auxiliary))
-    month = orjson.loads(tables)
+    document, month, auxiliary, shown = found
+    _offer(month["titles"], orjson.loads(auxiliary))
     return _folded(
         document["versions"],
         document["pull_requests"],
@@ -491,15 +517,23 @@ def _cutoff_document(
     evidence: bytes | None,
     window: Window,
     with_evidence: bool,
-) -> tuple[dict[str, Any], bytes, bytes] | None:
-    """The cutoff's slice `encode` made, parsed, with the month's tables and auxiliary fields; None when a
-    field is missing, of another format or for another window."""
-    if cut is None or tables is None or auxiliary is None or (with_evidence and evidence is None):
+) -> tuple[dict[str, Any], dict[str, Any], bytes, list[Any] | None] | None:
+    """The cutoff's slice `encode` made (its versions read from the month's table) and the month's tables,
+    parsed, the auxiliary field inflated, and the evidence parsed when wanted; None when a field is missing,
+    of another format or for another window."""
+    cut = _inflated(cut)
+    if cut is None:
         return None
     document = orjson.loads(cut)
     if not isinstance(document, dict) or document.get("format") != FORMAT or document.get("end") != window.end:
         return None
-    return document, tables, auxiliary
+    tables, auxiliary = _inflated(tables), _inflated(auxiliary)
+    evidence = _inflated(evidence) if with_evidence else None
+    if tables is None or auxiliary is None or (with_evidence and evidence is None):
+        return None
+    month, *versions = tables.split(b"\n")
+    document["versions"] = [[number, orjson.loads(versions[line])] for number, line in document["versions"]]
+    return document, orjson.loads(month), auxiliary, orjson.loads(evidence) if evidence is not None else None
 
 
 @dataclass(frozen=True)
@@ -573,9 +607,7 @@ def window_of_cutoff(
     found = _cutoff_document(cut, tables, auxiliary, evidence, window, with_evidence)
     if found is None:
         return None
-    document, tables, auxiliary = found
-    shown = orjson.loads(evidence) if with_evidence and evidence is not None else None
-    month = orjson.loads(tables)
+    document, month, auxiliary, shown = found
     return _window(
         window.end,
         document["versions"],
@@ -584,7 +616,7 @@ def window_of_cutoff(
         month["paths"],
         month["bodies"],
         shown,
-        document["titles"],
+        month["titles"],
         orjson.loads(auxiliary),
     )
 
