@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from tests.paths import require_shared
 require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
 
 from tests.fake_github import FakeGitHub, Scripted  # noqa: E402
+from tracker.github import client as client_module  # noqa: E402
 from tracker.github.client import (  # noqa: E402
     FILES_PAGES,
     BadAnswer,
@@ -255,6 +258,128 @@ def test_a_trickling_answer_stops_at_the_time_limit(fake: FakeGitHub) -> None:
     with client_for(fake, deadline=0.5) as client, pytest.raises(LimitExceeded, match="time limit of an answer"):
         client.pull_request_files(REPO, 7)
     assert fake.count(r"/files") == 1  # not retried in place
+
+
+class SlowServer:
+    """An HTTP server on a raw socket: the fake GitHub (WSGI) sends an answer's status line and headers
+    at once, and these tests need them to trickle, or never to come. Each connection gets `first` at
+    once, then `trickle` a byte every `every` seconds, then nothing, until the client goes away."""
+
+    def __init__(self, first: bytes = b"", trickle: bytes = b"", every: float = 0.3) -> None:
+        self.first, self.trickle, self.every = first, trickle, every
+        self.connections = 0
+        self.requests: list[str] = []  # the request line of each connection
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:  # closed
+                return
+            self.connections += 1
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection: socket.socket) -> None:
+        with connection:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                chunk = connection.recv(65536)
+                if not chunk:
+                    return
+                request += chunk
+            self.requests.append(request.split(b"\r\n", 1)[0].decode())
+            try:
+                connection.sendall(self.first)
+                for index in range(len(self.trickle)):
+                    time.sleep(self.every)
+                    connection.sendall(self.trickle[index : index + 1])
+                connection.settimeout(30)  # a bound for a client that never gives up
+                while connection.recv(65536):
+                    pass
+            except OSError:  # the client gave up
+                return
+
+
+@pytest.fixture
+def slow_server() -> Iterator[Callable[..., SlowServer]]:
+    servers: list[SlowServer] = []
+
+    def start(**answer: Any) -> SlowServer:
+        servers.append(SlowServer(**answer))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+HEADERS = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # Headers a byte every 0.3 s: each read is in time, and httpcore takes 100 KB of them (8 hours).
+        # (About 17 s of them here, then nothing: a client without the deadline fails, not hangs.)
+        {"trickle": HEADERS + b"X-Slow: a"},
+        # Never a byte: ends at the deadline, before the read timeout.
+        {},
+        # Half a body, then nothing: the read waits until the deadline, not the read timeout.
+        {"first": HEADERS + b"Content-Length: 100\r\n\r\n[{"},
+    ],
+    ids=["trickled headers", "no answer", "stalled body"],
+)
+def test_an_answer_stalled_or_trickled_anywhere_stops_at_the_time_limit(
+    slow_server: Callable[..., SlowServer], answer: dict[str, bytes]
+) -> None:
+    server = slow_server(**answer)
+    client = GitHubClient(server.url, "secret-token-123", deadline=1.0, timeout=3.0, attempts=2, max_backoff=0.05)
+    started = time.monotonic()
+    with client, pytest.raises(LimitExceeded, match="longer than 1 s, the time limit of an answer"):
+        client.pull_request_files(REPO, 7)
+    assert time.monotonic() - started < 2.0  # the deadline, then closing; the read timeout is 3 s
+    assert server.connections == 1  # not retried in place
+
+
+def test_a_tls_handshake_never_answered_stops_at_the_time_limit(slow_server: Callable[..., SlowServer]) -> None:
+    server = slow_server()  # takes the connection, never answers the client's hello
+    url = server.url.replace("http://", "https://")
+    client = GitHubClient(url, "secret-token-123", deadline=1.0, timeout=3.0, attempts=2, max_backoff=0.05)
+    started = time.monotonic()
+    with client, pytest.raises(LimitExceeded, match="time limit of an answer"):
+        client.pull_request_files(REPO, 7)
+    assert time.monotonic() - started < 2.0  # the deadline, then closing; the read timeout is 3 s
+    assert server.connections == 1
+
+
+def test_the_environments_proxies_are_used_within_the_time_limit(
+    fake: FakeGitHub, slow_server: Callable[..., SlowServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given its own transport, httpx leaves HTTP_PROXY and NO_PROXY alone: the client reads them itself,
+    and a proxy that trickles is cut at the deadline like a server."""
+    proxy = slow_server(trickle=HEADERS + b"X-Slow: a")
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    monkeypatch.setenv("http_proxy", proxy.url)
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    monkeypatch.setattr(client_module, "_shared", {})  # a process's clients read the environment once
+    fake.set_files(REPO, 7, "a" * 40, ["a.py"])
+    with client_for(fake) as client:  # on NO_PROXY's list: straight to it
+        assert len(client.pull_request_files(REPO, 7)) == 1
+    assert proxy.requests == []
+    remote = GitHubClient("http://api.github.invalid", "secret-token-123", deadline=1.0, timeout=3.0, attempts=1)
+    started = time.monotonic()
+    with remote, pytest.raises(LimitExceeded, match="time limit of an answer"):
+        remote.pull_request_files(REPO, 7)
+    assert time.monotonic() - started < 2.0  # the deadline, then closing; the read timeout is 3 s
+    assert proxy.requests == [f"GET http://api.github.invalid/repos/{REPO}/pulls/7/files?per_page=100 HTTP/1.1"]
 
 
 def test_an_oversized_answer_stops_at_the_size_limit(fake: FakeGitHub) -> None:

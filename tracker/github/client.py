@@ -14,10 +14,11 @@ a second issue; the caller looks again before creating (see `tracker.github.issu
 Nothing GitHub answers is trusted further than the API documents it (issue 31). Requests go to the
 configured API's origin only (scheme, host and port of its base URL): a `Link: rel="next"` or a
 redirect to any other origin is refused before anything is sent there, so the token never leaves it.
-A listing follows a bounded number of pages, an answer must arrive within `deadline` seconds (its
-body is checked as it arrives, so a server trickling a byte at a time is stopped too; httpx has no
-total timeout, and its `timeout` bounds each read) and within `max_bytes`, and a body must be the
-JSON the endpoint documents. Each of these ends the call with a
+A listing follows a bounded number of pages, an answer must arrive within `deadline` seconds (from
+the connection to the last byte, headers included: httpx has no total timeout, its `timeout` bounds
+each read, so `tracker.github.transport` cuts every network operation at the deadline and a server
+trickling a byte at a time is stopped too) and within `max_bytes`, and a body must be the JSON the
+endpoint documents. Each of these ends the call with a
 `BadAnswer`, which is not retried in place: the same request would get the same answer.
 """
 
@@ -41,6 +42,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from tracker import __version__, metrics
 from tracker.core.repository import check_full_name
+from tracker.github.transport import DeadlineTransport, proxy_mounts, request_deadline
 from tracker.tls import tls_context
 
 T = TypeVar("T")
@@ -57,7 +59,7 @@ WRITE_INTERVAL = 1.0
 # stay far below the size limit: a files page or a comparison carries at most about 1 MB of patches
 # (GitHub's diff limits), a page of 100 pull requests about 2 MB (up to 9 MB were every body of the
 # page 65,536 characters long, the most GitHub takes).
-RESPONSE_DEADLINE = 60.0  # seconds from sending a request to the last byte of its answer
+RESPONSE_DEADLINE = 60.0  # seconds from the start of a request (its connection too) to the last byte of its answer
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # of a body, decompressed
 MAX_REDIRECTS = 5  # GitHub redirects a renamed repository or a transferred issue once
 # Pages of 100 a listing follows: GitHub's documented limits where there are some (3,000 files of a
@@ -167,7 +169,9 @@ def _shared_http(timeout: float) -> httpx.Client:
                 timeout=timeout,
                 # Redirects are followed by GitHubClient._send, which checks where each one goes first.
                 follow_redirects=False,
-                verify=tls_context(),
+                # Transports that end every network operation by the request's deadline (`_exchange`).
+                transport=DeadlineTransport(tls_context()),
+                mounts=proxy_mounts(tls_context()),
                 cookies=_NoCookies(),
             )
             _shared[key] = client
@@ -380,23 +384,30 @@ class GitHubClient:
                 request.headers["Authorization"] = f"Bearer {bearer}"
             else:
                 request.headers.pop("Authorization", None)
-        try:
-            response = self._http.send(request, stream=True)
-        except httpx.TransportError as exc:  # timeouts, refused and reset connections
-            metrics.github_answered(None)
-            raise Unavailable(f"GitHub did not answer {request.url}: {type(exc).__name__}") from exc
-        try:
-            # Counted once its headers are in: GitHub counts the request, whatever becomes of the body.
-            self.requests += 1
-            metrics.github_answered(response.status_code)
-            state = _rate_limit(response.headers)
-            if self._on_response is not None:
-                self._on_response(state, response.status_code == 304)
-            body = self._read(response, deadline)
-        except httpx.TransportError as exc:
-            raise Unavailable(f"GitHub did not finish its answer for {request.url}: {type(exc).__name__}") from exc
-        finally:
-            response.close()
+        # Every connect, handshake, read and write below waits at most until the deadline (transport.py):
+        # httpx's timeout bounds each read, so headers trickled a byte at a time would go on for hours.
+        with request_deadline(deadline):
+            try:
+                response = self._http.send(request, stream=True)
+            except httpx.TransportError as exc:  # timeouts, refused and reset connections
+                metrics.github_answered(None)
+                if time.monotonic() >= deadline:
+                    raise self._too_slow(request) from exc
+                raise Unavailable(f"GitHub did not answer {request.url}: {type(exc).__name__}") from exc
+            try:
+                # Counted once its headers are in: GitHub counts the request, whatever becomes of the body.
+                self.requests += 1
+                metrics.github_answered(response.status_code)
+                state = _rate_limit(response.headers)
+                if self._on_response is not None:
+                    self._on_response(state, response.status_code == 304)
+                body = self._read(response, deadline)
+            except httpx.TransportError as exc:
+                if time.monotonic() >= deadline:
+                    raise self._too_slow(request) from exc
+                raise Unavailable(f"GitHub did not finish its answer for {request.url}: {type(exc).__name__}") from exc
+            finally:
+                response.close()
         status = response.status_code
         if status in (403, 429):
             limited = _rate_limited(body, response.headers, state)
@@ -409,8 +420,9 @@ class GitHubClient:
         return _Answer(response, body)
 
     def _read(self, response: httpx.Response, deadline: float) -> bytes:
-        """The body, within the size and time limits (checked as each chunk arrives: httpx's timeout
-        bounds each read, not the whole answer). A redirect's body is not read."""
+        """The body, within the size and time limits (checked as each chunk arrives: a read waits until
+        the deadline at most, and a body already at hand would be read on past it). A redirect's body
+        is not read."""
         if response.next_request is not None:
             return b""
         declared = response.headers.get("content-length", "")
@@ -424,11 +436,13 @@ class GitHubClient:
             if time.monotonic() > deadline:
                 break
         if time.monotonic() > deadline:
-            raise LimitExceeded(
-                f"GitHub's answer for {response.request.url.path} took longer than {self._deadline:g} s, "
-                "the time limit of an answer"
-            )
+            raise self._too_slow(response.request)
         return bytes(body)
+
+    def _too_slow(self, request: httpx.Request) -> LimitExceeded:
+        return LimitExceeded(
+            f"GitHub's answer for {request.url.path} took longer than {self._deadline:g} s, the time limit of an answer"
+        )
 
     def _too_large(self, response: httpx.Response) -> LimitExceeded:
         return LimitExceeded(
