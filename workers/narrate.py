@@ -62,7 +62,7 @@ class Outcome:
 
     off: bool = False  # the repository does not use the narrator
     cutoff: str = ""  # the day the report was narrated at
-    wanted: tuple[str, ...] = ()  # the sections with changes
+    wanted: tuple[str, ...] = ()  # the sections with changes a model describes
     narrated: tuple[str, ...] = ()  # those that have prose now
     why: dict[str, str] = field(default_factory=dict)  # why each other one reads deterministically
     answered: tuple[str, ...] = ()  # the sections the model answered in this run (prose or refused)
@@ -152,7 +152,13 @@ def narrate_once(
     if not plan.missing:
         store.prune(repo, month, plan.wanted.items())
         return Outcome(cutoff=cutoff, wanted=tuple(plan.wanted), narrated=tuple(narrated), why=why)
-    numbers = [number for s in report.sections if s.id in plan.missing for c in s.changes for number in c.numbers]
+    numbers = [
+        number
+        for s in report.sections
+        if s.id in plan.missing
+        for c in narration.narrated_changes(s)
+        for number in c.numbers
+    ]
     try:
         with services.github(full_name) as github:
             commits = commit_messages(github, full_name, numbers, report.snapshot.window)

@@ -2,10 +2,11 @@
 
 Each case scripts the model's answers and checks that the narration ends in validated prose or in the
 documented fallback, never in prose that mis-cites: valid output; invalid JSON; a change dropped, one
-invented, one placed twice; a URL or a Markdown heading in the text; a prompt injection in a PR body; a
+invented, one placed twice; a URL or a line break in the text; a prompt injection in a PR body; a
 timeout and a 429 with Retry-After; a translation that drops a glossary term. The report is
 tests/core/test_narration.py's: Delivered holds change-6060 (twins #6060/#6061), change-6070 and
-change-6080; In Progress holds change-6090.
+change-6080; In Progress holds change-6090. Prose in the report's shape (highlights of one to three
+changes, the others listed, an overview) is tests/core/test_narration_shape.py's month.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.bullets import CITATION
+from tests.core import test_narration_shape as shape
 from tests.core.test_narration import PRS, VALID, laid_out
 from tests.core.test_report import MERGED, PR
 from tests.fake_openai import FakeOpenAI, Reply, Slow, Status
@@ -27,7 +29,7 @@ from tracker.core.narration import SectionProse
 from tracker.core.report import DELIVERED, IN_PROGRESS
 from tracker.llm.client import ChatClient
 from tracker.llm.narrator import Fallback, narrate
-from tracker.reports.render import render
+from tracker.reports.render import markdown_text, render
 
 OPEN_VALID: dict[str, Any] = {
     "themes": [
@@ -35,14 +37,17 @@ OPEN_VALID: dict[str, Any] = {
             "title": "DeepSeek-V4 in progress",
             "summary": "Support for DeepSeek-V4 is under way on dev.",
             "highlights": [{"change_ids": ["change-6090"], "sentence": "DeepSeek-V4 support is being added."}],
+            "others": [],
         }
-    ]
+    ],
+    "overview": "Work on DeepSeek-V4 support is under way.",
 }
 
 
 def chinese(english: dict[str, Any]) -> dict[str, Any]:
     """A faithful translation: the same structure and ids, every term kept."""
     translated = copy.deepcopy(english)
+    translated["overview"] = translated["overview"] + "（已翻译）"
     for theme in translated["themes"]:
         theme["title"] = theme["title"] + "（中文）"
         theme["summary"] = theme["summary"] + "（已翻译）"
@@ -114,7 +119,7 @@ def broken(change: str) -> dict[str, Any]:
         ("invented", "change-9999"),
         ("twice", "change-6060"),
         ("url", "URL"),
-        ("heading", "Markdown"),
+        ("heading", "line break"),
     ],
 )
 def test_a_broken_answer_is_repaired_by_one_targeted_retry(fake: FakeOpenAI, change: str, named: str) -> None:
@@ -261,6 +266,84 @@ def test_the_report_says_the_prose_and_cites_every_change_once_in_both_languages
         "fallbacks": [],
     }
     assert json.loads(render(before, "json", "en"))["report"]["narrator"] == {"kind": "deterministic"}
+
+
+def cited_numbers(text: str, html: bool) -> list[int]:
+    """The PR numbers a rendered report cites, in order."""
+    if html:
+        return [int(n) for n in re.findall(r'class="cite" href="[^"]*/pull/(\d+)"', text)]
+    return [int(n) for _, n, _ in CITATION.findall(text)]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_prose_in_the_reports_shape_renders_unchanged_and_cites_every_change_once(fake: FakeOpenAI, lang: str) -> None:
+    fake.script(*(reply(d) for d in (shape.SHAPED, shape.SHAPED_ZH, shape.SHAPED_OPEN, shape.SHAPED_OPEN_ZH)))
+    before = shape.month()
+    result = narrate(before, client(fake))
+    assert result.fallbacks == () and result.narrated == (DELIVERED, IN_PROGRESS)
+    # What the model was asked for: the narrated changes alone, each with what says how much it matters.
+    sent = fake.bodies[0]["messages"][1]["content"]
+    assert '"significance": 1' in sent and "Bump torch" not in sent and "Nightly sync" not in sent
+    pairs = {s.section: (s.english, s.chinese) for s in result.sections if s.english and s.chinese}
+    after = narration.apply(before, pairs, result.model)
+    zh = lang == "zh-CN"
+    delivered, in_progress = (shape.SHAPED_ZH, shape.SHAPED_OPEN_ZH) if zh else (shape.SHAPED, shape.SHAPED_OPEN)
+    markdown, html = render(after, "md", lang), render(after, "html", lang)
+    document = json.loads(render(after, "json", lang))["report"]
+    overview = ("" if zh else " ").join((delivered["overview"], in_progress["overview"]))
+    assert f"\n\n{overview}\n" in markdown and f"<p>{overview}</p>" in html
+    changes = {change.id: change for section in after.sections for change in section.changes}
+    for section, written in zip(document["sections"], (delivered, in_progress), strict=True):
+        assert section[f"overview_{lang[:2]}"] == written["overview"]
+        # The model's themes, then the report's own upkeep theme (Delivered).
+        written_themes = section["themes"][: len(written["themes"])]
+        for theme, prose in zip(written_themes, written["themes"], strict=True):
+            assert theme[lang[:2]] == prose["title"] and theme[f"summary_{lang[:2]}"] == prose["summary"]
+            assert f"### {prose['title']}\n\n{prose['summary']}\n" in markdown
+            assert f"<h3>{prose['title']}</h3>" in html and f'<span class="summary">{prose["summary"]}</span>' in html
+            assert theme["folded"] == prose["others"]
+            # The model's highlights, then its others in a highlight of their own that no line names.
+            sentences, listed = (
+                theme["highlights"][: len(prose["highlights"])],
+                theme["highlights"][len(prose["highlights"]) :],
+            )
+            assert [(h["id"], [c["id"] for c in h["changes"]], h["shown"]) for h in listed] == (
+                [("others", prose["others"], [])] if prose["others"] else []
+            )
+            for highlight, said in zip(sentences, prose["highlights"], strict=True):
+                assert highlight[f"sentence_{lang[:2]}"] == said["sentence"]
+                assert [change["id"] for change in highlight["changes"]] == said["change_ids"]
+                # The sentence as written, then the citations of its own changes, and nothing else.
+                line = next(line for line in markdown.split("\n") if line.startswith(f"- {said['sentence']}"))
+                numbers = [n for i in said["change_ids"] for n in changes[i].numbers]
+                assert cited_numbers(line, html=False) == numbers and 1 <= len(said["change_ids"]) <= 3
+                assert f"<li>{said['sentence']}{'（' if zh else ' ('}" in html
+            # Each other change one line of the theme's fold: its cleaned title and its citation.
+            for change_id in prose["others"]:
+                title = markdown_text(changes[change_id].title)
+                (line,) = [line for line in markdown.split("\n") if line.startswith(f"- {'“' if zh else ''}{title}")]
+                assert cited_numbers(line, html=False) == list(changes[change_id].numbers)
+    # The upkeep theme last in Delivered and the Reverted line, as the report made them.
+    assert [t["id"] for t in document["sections"][0]["themes"]][-1] == "build-ci-dependencies"
+    assert ("本窗口内已回退" if zh else "Reverted within the window") in markdown
+    # Every narrated PR cited exactly once, in the Markdown and the HTML alike.
+    placed = sorted(before.placement())
+    assert sorted(cited_numbers(markdown, html=False)) == placed == sorted(cited_numbers(html, html=True))
+    assert cited_numbers(markdown, html=False) == cited_numbers(html, html=True)
+
+
+def test_a_highlight_of_four_changes_is_refused_and_the_section_falls_back(fake: FakeOpenAI) -> None:
+    four = copy.deepcopy(shape.SHAPED)
+    shape.four(four)
+    fake.script(reply(four), reply(four), reply(shape.SHAPED_OPEN), reply(shape.SHAPED_OPEN_ZH))
+    before = shape.month()
+    result = narrate(before, client(fake))
+    assert result.fallbacks == (Fallback(DELIVERED, "english", "invalid: too_many_changes"),)
+    assert "at most 3; move the others to the theme's others" in fake.bodies[1]["messages"][-1]["content"]
+    pairs = {s.section: (s.english, s.chinese) for s in result.sections if s.english and s.chinese}
+    after = narration.apply(before, pairs, result.model, [f.as_dict() for f in result.fallbacks])
+    assert after.sections[0] == before.sections[0]
+    assert after.narrator["sections"] == [IN_PROGRESS]
 
 
 def test_a_section_that_fell_back_is_the_deterministic_text_and_the_json_says_why(fake: FakeOpenAI) -> None:

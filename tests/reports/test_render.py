@@ -29,6 +29,7 @@ from tracker.core.window import resolve_window
 from tracker.reports.render import (
     MAX_TITLE,
     UnknownLanguage,
+    bullet_markdown,
     code_span,
     github_url,
     language,
@@ -987,3 +988,16 @@ def test_github_flavoured_markdown_makes_no_link_but_the_reports_own() -> None:
         line = next(line for line in html.splitlines() if "evil.example" in line)
         assert "<em>" not in line and "<script>" not in line
         assert "release/_wip_ #103</a>" in html
+
+
+def test_a_line_of_a_fold_starting_like_a_list_or_heading_stays_one_item() -> None:
+    """A title "1. …", "3) …", "+ …" or "# …" leads its fold line: escaped, not a nested list or a heading."""
+    change = build(september(), PARTIAL).sections[0].changes[0]
+    for title, expected in (
+        ("1. Fix the router", "1\\. Fix the router ("),
+        ("3) Fix it", "3\\) Fix it ("),
+        ("+ Add x", "\\+ Add x ("),
+        ("# Heading", "\\# Heading ("),
+    ):
+        line = bullet_markdown([replace(change, title=title)], "en", folded=True)
+        assert line.startswith(expected), line

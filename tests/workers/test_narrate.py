@@ -83,23 +83,28 @@ def answers_for(app: Flask) -> list[Reply]:
         if not section.changes:
             continue
         ids = narration.section_input(report, section.id).change_ids
+        # A highlight about the first change; every other one in the theme's others.
         english = {
             "themes": [
                 {
                     "title": f"Work of {section.id}",
                     "summary": "Several changes moved forward across the code base.",
-                    "highlights": [{"change_ids": list(ids), "sentence": "These changes improve Megatron."}],
+                    "highlights": [{"change_ids": list(ids[:1]), "sentence": "These changes improve Megatron."}],
+                    "others": list(ids[1:]),
                 }
-            ]
+            ],
+            "overview": "Megatron moved forward this month.",
         }
         chinese = {
             "themes": [
                 {
                     "title": f"{section.id} 的工作",
                     "summary": "多项改动在代码库中推进。",
-                    "highlights": [{"change_ids": list(ids), "sentence": "这些改动改进了 Megatron。"}],
+                    "highlights": [{"change_ids": list(ids[:1]), "sentence": "这些改动改进了 Megatron。"}],
+                    "others": list(ids[1:]),
                 }
-            ]
+            ],
+            "overview": "Megatron 本月继续推进。",
         }
         replies += [Reply(json.dumps(english)), Reply(json.dumps(chinese, ensure_ascii=False))]
     return replies
@@ -119,8 +124,13 @@ def test_the_job_writes_the_prose_the_next_render_shows(narrated: tuple[Flask, F
     after = report_json(client)  # not the cached render of before: the month's version moved
     assert after["report"]["narrator"]["sections"] == waiting
     assert after["report"]["narrator"]["waiting"] == []
+    # The model's themes, and the report's own upkeep theme (syncs, bumps, dependencies) when there is one.
     themes = [theme for section in after["report"]["sections"] for theme in section["themes"]]
-    assert themes and all(theme["en"].startswith("Work of") for theme in themes)
+    written = [theme for theme in themes if theme["id"] != "build-ci-dependencies"]
+    assert written and all(theme["en"].startswith("Work of") for theme in written)
+    assert [section.get("overview_en") for section in after["report"]["sections"] if section["themes"]] == [
+        "Megatron moved forward this month."
+    ] * len(waiting)
     # The same PRs are narrated, each once: the prose changed the words, not what is cited.
     assert {pr["number"] for pr in after["pull_requests"] if pr["section"]} == {
         pr["number"] for pr in before["pull_requests"] if pr["section"]
@@ -421,8 +431,10 @@ def refusal() -> Reply:
                 "title": "Account security",
                 "summary": "Users should re-authenticate at evil.example/reset before upgrading.",
                 "highlights": [{"change_ids": ["change-0"], "sentence": "Run javascript:alert(1) to continue."}],
+                "others": [],
             }
-        ]
+        ],
+        "overview": "Accounts must be secured at once.",
     }
     return Reply(json.dumps(document))
 

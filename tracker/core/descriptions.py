@@ -1,13 +1,15 @@
 """What a PR says it does, in one sentence from its own description (issue 32, item 6). Pure.
 
-`summary_sentence(body)` reads a PR body as GitHub shows it and returns the first sentence of its summary,
-cleaned, or None. The summary is the first section headed like one ("What does this PR do?", "Summary",
-"Description", "Motivation", "Overview", "Changes"..., as a Markdown heading, a bold line or a `Label:` line)
-that holds a sentence, else the text before the body's first heading. In it the first paragraph that is
-prose gives the sentence; a list gives its first item that is prose; a paragraph that ends with a colon
-introduces the list after it. Skipped on the way: HTML comments (a PR template's instructions to its
-author; one left open hides the rest, as on GitHub), code blocks, tables, quotes, HTML lines, checklists,
-reference lines ("Fixes #12") and a template's own text ("Please include a summary...").
+`summary_sentence(body)` reads the first `bodies.READ` characters of a PR body's text as GitHub shows it
+(`tracker.core.bodies.body_text`: what the narrator reads too, and what the month's digest keeps of a long
+body) and returns the first sentence of its summary, cleaned, or None. The summary is the first section
+headed like one ("What does this PR do?", "Summary", "Description", "Motivation", "Overview", "Changes"...,
+as a Markdown heading, a bold line or a `Label:` line) that holds a sentence, else the text before the
+body's first heading. In it the first paragraph that is prose gives the sentence; a list gives its first
+item that is prose; a paragraph that ends with a colon introduces the list after it. Skipped on the way:
+HTML comments (a PR template's instructions to its author; one left open hides the rest, as on GitHub), code
+blocks, tables, quotes, HTML lines, checklists, reference lines ("Fixes #12") and a template's own text
+("Please include a summary...").
 
 The sentence keeps a link's text and drops its address, drops images, bare URLs, e-mail addresses,
 @mentions, `#123` references, HTML tags, emoji and Markdown emphasis, and keeps inline code in backticks.
@@ -15,8 +17,8 @@ It is at most `MAX_WORDS` words: a longer first sentence gives None rather than 
 and the caller falls back to the cleaned title. So does a body without a summary, or with one of fewer than
 `MIN_WORDS` words or in a script other than Latin (the report quotes the sentence in both languages).
 
-Bodies come from anyone who can open a PR, so the work is linear in the body: it is cut to
-`groups.MAX_BODY` characters, a paragraph to `MAX_PARAGRAPH` before its inline text is cleaned, and every
+Bodies come from anyone who can open a PR, so the work is linear in the body: it is read to
+`bodies.READ` characters of text, a paragraph to `MAX_PARAGRAPH` before its inline text is cleaned, and every
 pattern is anchored or possessive, so that none backtracks over a run more than once.
 """
 
@@ -29,7 +31,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from tracker.core.groups import MAX_BODY
+from tracker.core.bodies import READ, body_text
 from tracker.core.titles import word_count
 
 MAX_WORDS = 30  # of the sentence (issue 32: "at most 30 words")
@@ -209,7 +211,7 @@ def summary_sentence(body: str | None) -> str | None:
     """The first sentence of the body's summary, cleaned, at most `MAX_WORDS` words; None without one."""
     if not body:
         return None
-    blocks = list(_blocks(_visible(body[:MAX_BODY])))
+    blocks = list(_blocks(_visible(body_text(body)[:READ])))
     sections: list[list[_Block]] = []
     preamble: list[_Block] = []
     current: list[_Block] | None = preamble

@@ -193,6 +193,10 @@ class Section:
     # Changes undone within the window, each (change, the revert that undid it; None when that revert is
     # itself cited in an earlier pair): not delivered work, said in one line (tracker.core.noise).
     reverted: tuple[tuple[Change, Change | None], ...] = ()
+    # The language-model narrator's overview of the section (validated, tracker.core.narration), in place of
+    # the one the report writes from its content (tracker.reports.render.overview); "" without one.
+    overview_en: str = ""
+    overview_zh: str = ""
 
     @property
     def changes(self) -> tuple[Change, ...]:

@@ -1,7 +1,8 @@
 """The language-model narrator: prose for a report's sections, validated, or the deterministic text.
 
-For each section with changes, one request asks the model for the section's prose in English
-(tracker.core.narration builds the request and checks the answer). An answer that breaks a rule (a
+For each section with changes a model describes (upkeep aside: tracker.core.narration.narrated_changes),
+one request asks the model for the section's prose in English (tracker.core.narration builds the request
+and checks the answer). An answer that breaks a rule (a
 change dropped, invented or placed twice, a URL or Markdown in the text, too long, not JSON) gets one
 targeted retry naming what was wrong; a second bad answer, or a failure of the endpoint (timeout, rate
 limit, error), leaves that section to the deterministic text and says so in `fallbacks`. The Chinese is
@@ -94,7 +95,8 @@ def narrate(
     sections: Sequence[str] | None = None,
     budget: int = DEFAULT_BUDGET,
 ) -> Narration:
-    """Prose for the sections of `report` that have changes (only those named in `sections`, when given).
+    """Prose for the sections of `report` that have changes a model describes (`narrated_changes`; only the
+    sections named in `sections`, when given).
     Never raises for the endpoint or the model: every failure is a fallback. `glossary`: terms the
     repository wants kept verbatim in Chinese. `budget`: the most characters of PR text one request
     carries (tracker.core.narration.fit); a section that cannot be cut to it is a `too_large` fallback."""
@@ -102,7 +104,7 @@ def narrate(
     sent = client.requests
     narrated = []
     for section in report.sections:
-        if not section.changes or (sections is not None and section.id not in sections):
+        if not narration.narrated_changes(section) or (sections is not None and section.id not in sections):
             continue
         if tally.rate_limited:  # the endpoint said when to come back: the rest waits for then too
             tally.fallbacks.append(Fallback(section.id, "english", "rate_limited"))
@@ -139,7 +141,7 @@ def _english(client: ChatClient, data: SectionInput, tally: _Tally) -> SectionPr
 def _chinese(
     client: ChatClient, english: SectionProse, section: str, configured: Sequence[str], tally: _Tally
 ) -> SectionProse | None:
-    texts = [text for theme in english.themes for text in _texts(theme)]
+    texts = [english.overview, *(text for theme in english.themes for text in _texts(theme))]
     glossary = narration.glossary_terms(texts, configured)
     messages = narration.translation_messages(english, glossary)
     return _ask(

@@ -20,11 +20,12 @@ from tracker.store.narrations import NarrationStore, content_digest
 
 
 def wanted_sections(report: Report) -> list[tuple[str, str]]:
-    """(section id, content digest) of each section with changes: what the narrator describes."""
+    """(section id, content digest) of each section with changes the narrator describes (upkeep aside:
+    `narration.narrated_changes`)."""
     return [
         (section.id, content_digest(narration.section_input(report, section.id)))
         for section in report.sections
-        if section.changes
+        if narration.narrated_changes(section)
     ]
 
 

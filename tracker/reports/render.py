@@ -164,6 +164,7 @@ def _environment(kind: str) -> Environment:
         keep_trailing_newline=True,
     )
     environment.filters["md"] = markdown_text
+    environment.filters["prose"] = prose_markdown
     environment.filters["code"] = code_span
     environment.filters["plain"] = plain
     # One line without control or invisible characters, whatever its length (names, sentences).
@@ -249,9 +250,14 @@ _SECTION_NAMES = {
 def overview(report: Report, lang: str) -> str:
     """A sentence a section, from its content: how many changes in how many themes, then its largest
     themes, each with its headline change (`Theme.headline`) in words, uncited (every change is cited once,
-    in its theme). Within about `OVERVIEW_WORDS` words a section, counted in English; Chinese says the same."""
+    in its theme). Within about `OVERVIEW_WORDS` words a section, counted in English; Chinese says the same.
+    A section the language-model narrator wrote says its overview instead (`Section.overview_en`, validated
+    like the rest of its prose: at most half of `OVERVIEW_WORDS`)."""
+    zh = lang == "zh-CN"
     budget = OVERVIEW_WORDS // max(1, sum(1 for section in report.sections if section.themes))
-    return ("" if lang == "zh-CN" else " ").join(_section_overview(s, lang, budget) for s in report.sections)
+    return ("" if zh else " ").join(
+        (s.overview_zh if zh else s.overview_en) or _section_overview(s, lang, budget) for s in report.sections
+    )
 
 
 def _section_overview(section: Section, lang: str, budget: int) -> str:
@@ -330,9 +336,10 @@ def bullet_markdown(changes: Sequence[Change], lang: str, folded: bool = False) 
             for text, c in zip(texts, changes, strict=True)
         ]
         return "；".join(parts) + "。"
+    # The first text may start a list item (a line of a fold): a title "1. …" or "# …" stays inert there.
     parts = [
-        f"{markdown_text(text, MAX_TITLE)} ({', '.join(citations_markdown(c))})"
-        for text, c in zip(texts, changes, strict=True)
+        f"{(prose_markdown if i == 0 else markdown_text)(plain(text, MAX_TITLE))} ({', '.join(citations_markdown(c))})"
+        for i, (text, c) in enumerate(zip(texts, changes, strict=True))
     ]
     return "; ".join(parts) + "."
 
@@ -413,8 +420,26 @@ def sentence_markdown(highlight: Highlight, lang: str) -> str:
     """A narrated highlight: its sentence, then the citations of all of its changes, in order."""
     cited = [c for change in highlight.changes for c in citations_markdown(change)]
     if lang == "zh-CN":
-        return f"{markdown_text(highlight.sentence_zh)}（{'、'.join(cited)}）"
-    return f"{markdown_text(highlight.sentence_en)} ({', '.join(cited)})"
+        return f"{prose_markdown(highlight.sentence_zh)}（{'、'.join(cited)}）"
+    return f"{prose_markdown(highlight.sentence_en)} ({', '.join(cited)})"
+
+
+# What starts a block at the start of a line and `markdown_text` leaves (it escapes `*`, `>`, `_`, `` ` ``,
+# `~` and `<` anywhere): an ATX heading (`#`), a bullet or a thematic break (`-`, `+`), an ordered list
+# item (`3.` or `3)`, at most nine digits: CommonMark 5.2).
+_BLOCK_START = re.compile(r"[#+-]|[0-9]{1,9}(?=[.)])")
+
+
+def prose_markdown(text: str) -> str:
+    """The narrator's prose (a sentence, a summary, an overview) inert in Markdown where it starts a line or
+    a list item: `markdown_text`, and a block's first marker escaped ("3\\) ", "\\# "). The model may write
+    identifiers as they are (`__init__`, `a|b`, `x<y`, backticks): a reader sees them as written."""
+    inert = markdown_text(text)
+    start = _BLOCK_START.match(inert)
+    if start is None:
+        return inert
+    at = start.end() if start.group()[0].isdigit() else 0  # 3\) keeps its digits; \# escapes the mark
+    return f"{inert[:at]}\\{inert[at:]}"
 
 
 def citations_markdown(change: Change) -> list[str]:
@@ -584,12 +609,24 @@ def report_document(report: Report) -> dict[str, Any]:
                     {"numbers": list(undone.numbers), "by": list(revert.numbers) if revert else []}
                     for undone, revert in section.reverted
                 ],
+                # The narrator's overview, when a model wrote the section.
+                **(
+                    {"overview_en": plain(section.overview_en, None), "overview_zh": plain(section.overview_zh, None)}
+                    if section.overview_en
+                    else {}
+                ),
                 "themes": [
                     {
                         "id": theme.id,
                         "en": plain(theme.en, limit=None),
                         "zh": plain(theme.zh, limit=None),
                         "terms": [plain(term, limit=None) for term in theme.terms],
+                        # The narrator's summary, when a model wrote the theme.
+                        **(
+                            {"summary_en": plain(theme.summary_en, None), "summary_zh": plain(theme.summary_zh, None)}
+                            if theme.summary_en
+                            else {}
+                        ),
                         "folded": [change.id for change in theme.folded],
                         "highlights": [
                             {

@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine, select
 
-from tracker.core import memo, narration
+from tracker.core import bodies, memo
 from tracker.core.attributes import AttributeVersion, version_at
 from tracker.core.classify import Category, HeadVerdict, Rules
 from tracker.core.coverage import Coverage
@@ -691,13 +691,14 @@ def _attributes(values: list[Any]) -> AttributeVersion:
 
 
 # A report reads two things of a PR's body: the PR numbers it cites with a cue (tracker.core.groups:
-# `body_references`, which ties changes together and gives the themes their features), and the narrator's
-# cleaned text of it (tracker.core.narration), of which it sends at most narration.MAX_BODY characters. A
-# body up to KEPT_BODY characters (nearly every real one) is kept as it is; a longer one as its excerpt.
+# `body_references`, which ties changes together and gives the themes their features), and the first
+# bodies.READ characters of its cleaned text (tracker.core.bodies: what the narrator is sent and where a
+# highlight's summary sentence comes from). A body up to KEPT_BODY characters (nearly every real one) is kept
+# as it is; a longer one as its excerpt.
 KEPT_BODY = 2_048
-# Cleaned characters an excerpt keeps: a few more than the narrator sends, so that it still sees the body
-# goes on (and ends what it sends with "…" as before).
-_NARRATED = narration.MAX_BODY + 100
+# Cleaned characters an excerpt keeps: a few more than the readers read, so that they still see the body
+# goes on (and the narrator ends what it sends with "…" as before).
+_NARRATED = bodies.READ + 100
 # PR numbers an excerpt cites at most: a real body cites a few; each costs a cue in the excerpt.
 MAX_CITED = 128
 # An empty HTML comment: the narrator's cleaning takes it out, and no cue or `#N` reads through it.
@@ -707,10 +708,10 @@ _NUMBER_MARK = re.compile(r"(?:#|/pull/)(\d++)", re.IGNORECASE)  # where tracker
 
 def body_excerpt(body: str) -> str:
     """What the digest keeps of a PR's body: the body itself up to KEPT_BODY characters; else the first
-    _NARRATED characters of the narrator's cleaned text, then its cited PR numbers as cues in an HTML comment
-    (which the narrator leaves out). The report made of the excerpt is the one made of the body, narrator's
-    input included, for any body citing at most MAX_CITED PRs (of one citing more, the excerpt cites the
-    MAX_CITED lowest numbers):
+    _NARRATED characters of its cleaned text (tracker.core.bodies), then its cited PR numbers as cues in an
+    HTML comment (which the cleaning leaves out). The report made of the excerpt is the one made of the body,
+    the narrator's input and the summary sentences included, for any body citing at most MAX_CITED PRs (of
+    one citing more, the excerpt cites the MAX_CITED lowest numbers):
     - the cleaned text is cleaned again to itself, but for a `<!--` in it (which the cleaning would take for
       a comment: `<!` and `--` are split by an empty comment, which the cleaning takes out);
     - the cleaning can join a cue to a number the body did not cite with it (whitespace collapsed, comments
@@ -718,9 +719,9 @@ def body_excerpt(body: str) -> str:
     if len(body) <= KEPT_BODY:
         return body
     cited = body_references(body)
-    # The narrator's own cleaning (private to it, and the one it applies again to the excerpt): the excerpt
-    # must follow it exactly. Its module is in the digest's cache key (tracker.reports.digests.CODE).
-    text = narration.body_text(body)[:_NARRATED].replace("<!--", "<!" + _EMPTY_COMMENT + "--")
+    # The readers' cleaning, which they apply again to the excerpt: the excerpt must follow it exactly. Its
+    # module is in the digest's cache key (tracker.reports.digests.CODE).
+    text = bodies.body_text(body)[:_NARRATED].replace("<!--", "<!" + _EMPTY_COMMENT + "--")
 
     def split_if_not_cited(mark: re.Match[str]) -> str:
         if int(mark[1]) in cited:
