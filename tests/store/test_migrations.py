@@ -70,6 +70,8 @@ ROWS = 4  # of every table
 
 
 def _value(table: Table, name: str, kind: Any, i: int) -> Any:
+    if (table.name, name) == ("hooks", "hook_id"):
+        return str(1_000 + i)  # an id GitHub sends: revision 0004 forgets a hook of any other
     if isinstance(kind, Boolean):
         return i % 2 == 0
     if isinstance(kind, BigInteger):

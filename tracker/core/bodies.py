@@ -38,16 +38,22 @@ def line(text: str, limit: int = MAX_LINE) -> str:
     return cut(_SPACES.sub(" ", DELIMITER.sub(" ", spaced)).strip(), limit)
 
 
-def body_text(text: str) -> str:
-    """A PR body as lines of `line`, without HTML comments; paragraphs apart by one empty line; uncut."""
+def body_text(text: str, enough: int | None = None) -> str:
+    """A PR body as lines of `line`, without HTML comments; paragraphs apart by one empty line; uncut, or
+    read only until it holds more than `enough` characters (its first `enough` are then the whole text's)."""
     text = without_comments(text[: groups.MAX_BODY]).replace("\r\n", "\n").replace("\r", "\n")
     lines: list[str] = []
+    size = 0
     for raw in text.split("\n"):
         cleaned = line(raw, groups.MAX_BODY)
         if cleaned:
             lines.append(cleaned)
+            size += len(cleaned) + 1
         elif lines and lines[-1]:
             lines.append("")  # a blank line between paragraphs, once
+            size += 1
+        if enough is not None and size > enough + 1:
+            break
     if lines and not lines[-1]:
         lines.pop()
     return "\n".join(lines)

@@ -211,7 +211,7 @@ def summary_sentence(body: str | None) -> str | None:
     """The first sentence of the body's summary, cleaned, at most `MAX_WORDS` words; None without one."""
     if not body:
         return None
-    blocks = list(_blocks(_visible(body_text(body)[:READ])))
+    blocks = list(_blocks(_visible(body_text(body, READ)[:READ])))
     sections: list[list[_Block]] = []
     preamble: list[_Block] = []
     current: list[_Block] | None = preamble

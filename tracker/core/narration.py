@@ -251,7 +251,7 @@ def _group_text(
 ) -> GroupText:
     # dev/main twins usually share a body and commit subjects: each distinct one is sent once.
     texts = [bodies.get(pr.status.number, pr.version.body if pr.version else "") for pr in change.members]
-    body = "\n".join(dict.fromkeys(text for text in map(body_text, texts) if text))
+    body = "\n".join(dict.fromkeys(text for text in (body_text(t, MAX_BODY) for t in texts) if text))
     subjects: dict[str, None] = {}
     for number in change.numbers:
         for message in commits.get(number, ()):

@@ -721,7 +721,7 @@ def body_excerpt(body: str) -> str:
     cited = body_references(body)
     # The readers' cleaning, which they apply again to the excerpt: the excerpt must follow it exactly. Its
     # module is in the digest's cache key (tracker.reports.digests.CODE).
-    text = bodies.body_text(body)[:_NARRATED].replace("<!--", "<!" + _EMPTY_COMMENT + "--")
+    text = bodies.body_text(body, _NARRATED)[:_NARRATED].replace("<!--", "<!" + _EMPTY_COMMENT + "--")
 
     def split_if_not_cited(mark: re.Match[str]) -> str:
         if int(mark[1]) in cited:
