@@ -62,6 +62,10 @@ def write_ledger(url: str) -> None:
         engine.dispose()
 
 
+# Its tests share one fresh install (half a minute): in one test process, so that it is made once.
+pytestmark = pytest.mark.xdist_group("install")
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtual environment with the project installed from a copy of its packaged files."""
