@@ -28,6 +28,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
+from functools import cached_property
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -131,7 +132,7 @@ class Highlight:
     sentence_zh: str = ""
     listed: bool = False  # its changes are only listed in the theme's fold (upkeep): no line of its own
 
-    @property
+    @cached_property  # read several times a render
     def shown(self) -> tuple[Change, ...]:
         """The changes its line names, the most significant first (`significance`): as many as fit in
         `MAX_SHOWN` and `MAX_LINE_WORDS` with its lead, at least one; every change when the narrator wrote its
@@ -173,13 +174,13 @@ class Theme:
     def changes(self) -> tuple[Change, ...]:
         return tuple(change for highlight in self.highlights for change in highlight.changes)
 
-    @property
+    @cached_property  # read several times a render
     def folded(self) -> tuple[Change, ...]:
         """Its changes no highlight's line names, by PR number: the theme's fold, one change a line."""
         shown = {change.id for highlight in self.highlights for change in highlight.shown}
         return tuple(sorted((c for c in self.changes if c.id not in shown), key=_order))
 
-    @property
+    @cached_property  # read several times a render
     def headline(self) -> Change:
         """Its most significant change named in a line: what the overview says the theme is led by."""
         shown = [change for highlight in self.highlights for change in highlight.shown]

@@ -183,24 +183,26 @@ def month_vocabulary(titles: Sequence[str], paths: Iterable[Sequence[str]] = ())
     capitalised: Counter[str] = Counter()  # a plain word capitalised inside a title, per title
     lower: Counter[str] = Counter()
     for title in titles:
+        said = _said(title)
         for key, written, inside in _occurrences(title):
-            titles_of[key].add(_said(title))
+            titles_of[key].add(said)
             spellings[key][written] += 1
             if " " not in key and not is_named(written) and inside:
                 (capitalised if written[:1].isupper() else lower)[key] += 1
     terms: dict[str, Term] = {}
     for key, where in titles_of.items():
-        written = _spelling(spellings[key])
         words = key.split()
         if any(w in generic for w in words) and all(w in generic or w in GENERIC for w in words):
             continue
         if len(words) == 1:
+            written = _spelling(spellings[key])
             plain_name = capitalised[key] >= MIN_TITLES and not lower[key] and key not in GENERIC
             identifier = "_" in written.strip("_") and len(where) >= MIN_TITLES
             if _named(written) or plain_name or identifier:
                 terms[key] = Term(key, written, _named(written))
             continue
-        if len(where) >= MIN_TITLES or (len(where) == 1 and key in in_paths):
+        if len(where) >= MIN_TITLES or (len(where) == 1 and key in in_paths):  # spelled only once kept
+            written = _spelling(spellings[key])
             terms[key] = Term(key, written, any(_named(w) for w in written.split()))
     # A phrase no more frequent than a longer phrase holding it is that phrase's fragment ("TE cross").
     # Linear: each phrase offers its count to the shorter phrases inside it.
