@@ -175,11 +175,12 @@ def test_deliveries_are_answered_while_slow_sockets_trickle(
         received = httpx.get(f"http://127.0.0.1:{port}/api/v1/status", timeout=5).json()["deliveries"]["received"]
         assert received == 6
 
-        # A stop does not wait for requests that are still trickling in.
+        # A stop does not wait for requests that are still trickling in: waiting for them would take their whole
+        # receive time (RECEIVE_SECONDS); the stop itself takes a second or two, up to six on a loaded machine.
         stopping = time.monotonic()
         process.send_signal(signal.SIGTERM)
         assert process.wait(RECEIVE_SECONDS) == 0
-        assert time.monotonic() - stopping < 5.0
+        assert time.monotonic() - stopping < RECEIVE_SECONDS - 2
 
 
 def test_slow_and_silent_sockets_are_dropped(web: tuple[int, subprocess.Popen[bytes]]) -> None:
