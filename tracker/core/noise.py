@@ -500,14 +500,16 @@ def _kind(title: str, paths: tuple[str, ...], author: str | None, labels: tuple[
         return VERSION
     if author and author.lower() in DEPENDENCY_BOTS:
         return DEPENDENCIES
-    touches = any(_declares_dependencies(path) for path in paths)
+    def touches() -> bool:  # asked only of a title that says a bump: most changes have many files
+        return any(_declares_dependencies(path) for path in paths)
+
     bump = _bump_object(words)
     if bump is not None:
         if bump and all(word in _OWN_VERSION_WORDS for word in bump) and "version" in " ".join(bump):
             return VERSION  # `Bump version to 1.2.0` says all there is to say, wherever the version lives
-        if touches:
+        if touches():
             return DEPENDENCIES
-    if types & {"deps", "dep", "dependencies"} and touches:
+    if types & {"deps", "dep", "dependencies"} and touches():
         return DEPENDENCIES
     if types & {"ci", "build"}:
         # Conventional commits: `build:` "affects the build system or external dependencies", `ci:` "our
@@ -517,12 +519,13 @@ def _kind(title: str, paths: tuple[str, ...], author: str | None, labels: tuple[
         return None
     if all(name in _VERSION_FILES for name in names):
         return VERSION
-    locks = [name in _LOCK_FILES or _is_requirements(name) for name in names]
-    # Beside a lock file or requirement list, a manifest or a Dockerfile declares dependencies too.
+    # Beside a lock file or requirement list, a manifest or a Dockerfile declares dependencies too. (`all`
+    # stops at the first file of code: what most changes are.)
     declared = all(
-        lock or name in _MANIFESTS or _is_docker(path) for lock, name, path in zip(locks, names, files, strict=True)
+        name in _LOCK_FILES or _is_requirements(name) or name in _MANIFESTS or _is_docker(path)
+        for name, path in zip(names, files, strict=True)
     )
-    if any(locks) and declared:
+    if declared and any(name in _LOCK_FILES or _is_requirements(name) for name in names):
         return DEPENDENCIES
     labelled = any(label.strip().lower() in DEPENDENCY_LABELS for label in labels)
     if labelled and declared:
