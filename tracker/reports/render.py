@@ -25,6 +25,7 @@ from markupsafe import Markup, escape
 
 from tracker.core.report import DELIVERED, IN_PROGRESS, OTHER_THEME, Change, Day, Highlight, Report, Section, Theme
 from tracker.core.titles import word_count
+from tracker.core.vocabulary import spaced
 
 LANGUAGES = ("en", "zh-CN")
 FORMATS = ("md", "html", "json")
@@ -282,21 +283,11 @@ def _section_overview(section: Section, lang: str, budget: int) -> str:
     if zh:
         lead = "已交付" if section.id == DELIVERED else "进行中"
         more = f"，另有 {rest} 个方向" if rest else ""
-        return cjk_spaced(f"{lead} {n} 项变更，分 {k} 个方向：{'；'.join(parts)}{more}。")
+        return spaced(f"{lead} {n} 项变更，分 {k} 个方向：{'；'.join(parts)}{more}。")
     counted = f"{n} {_plural(n, 'change')} in {k} {_plural(k, 'theme')}"
     lead = f"Delivered {counted}" if section.id == DELIVERED else f"{counted} {'is' if n == 1 else 'are'} in progress"
     more = f"; and {rest} more {_plural(rest, 'theme')}" if rest else ""
     return f"{lead}: {'; '.join(parts)}{more}."
-
-
-# A boundary between a CJK character and a Latin letter or digit, either way round.
-_CJK_LATIN = re.compile(r"(?<=[\u4e00-\u9fff])(?=[A-Za-z0-9`])|(?<=[A-Za-z0-9`])(?=[\u4e00-\u9fff])")
-
-
-def cjk_spaced(text: str) -> str:
-    """Chinese text with a space between CJK characters and Latin words ("涉及 Training 模块"), as Chinese
-    technical writing sets them."""
-    return _CJK_LATIN.sub(" ", text)
 
 
 def theme_summary(theme: Theme, section: Section, lang: str) -> str:
@@ -307,7 +298,7 @@ def theme_summary(theme: Theme, section: Section, lang: str) -> str:
     if lang == "zh-CN":
         areas = "、".join(f"{h.zh}（{len(h.changes)} 项）" for h in theme.highlights)
         verb = "交付" if section.id == "delivered" else "推进中"
-        return cjk_spaced(f"{verb} {n} 项变更，涉及{areas}。")
+        return spaced(f"{verb} {n} 项变更，涉及{areas}。")
     areas_en = [f"{_mid_sentence(h.en)} ({len(h.changes)})" for h in theme.highlights]
     # Highlight names can hold commas themselves: the list is separated by semicolons.
     joined = areas_en[0] if len(areas_en) == 1 else "; ".join(areas_en[:-1]) + "; and " + areas_en[-1]
@@ -352,13 +343,18 @@ def bullet_html(changes: Sequence[Change], lang: str, repo: str, folded: bool = 
     quote, unquote = ("“", "”") if zh else ("", "")
     parts = []
     for change in changes:
-        cited = between.join(
-            f'<a class="cite" href="{escape(pull_url(repo, c.number))}">{escape(plain(c.label, None))}</a>'
-            for c in change.citations
-        )
+        cited = citations_html(change, between, repo)
         text = _code_spans(str(escape(plain(change.title if folded else change.text, MAX_TITLE))))
         parts.append(f"{quote}{text}{unquote}{opening}{cited}{closing}")
     return Markup(separator.join(parts) + end)
+
+
+def citations_html(change: Change, between: str, repo: str) -> str:
+    """`citations_markdown` in HTML: each cited PR's link, escaped, `between` them."""
+    return between.join(
+        f'<a class="cite" href="{escape(pull_url(repo, c.number))}">{escape(plain(c.label, None))}</a>'
+        for c in change.citations
+    )
 
 
 # A pair of backticks in escaped text (titles quote identifiers so: `norm_out`); no backtick inside.
@@ -399,10 +395,7 @@ def reverted_html(section: Section, lang: str, repo: str) -> Markup:
     zh = lang == "zh-CN"
 
     def cited(change: Change) -> str:
-        return ("、" if zh else ", ").join(
-            f'<a class="cite" href="{escape(pull_url(repo, c.number))}">{escape(plain(c.label, None))}</a>'
-            for c in change.citations
-        )
+        return citations_html(change, "、" if zh else ", ", repo)
 
     parts = []
     for undone, revert in section.reverted:
