@@ -1,10 +1,13 @@
-"""Every command in the README's `sh` blocks, run as written (against a real `tracker run`).
+"""Every command in the shell blocks of README.md and docs/**/*.md, run as written against one real
+`tracker run` (the demo month loaded by the README's own block).
 
-Each command is taken from README.md as it stands; the only changes are where it runs: the service's
-port for `localhost:8000`, this interpreter for `.venv/bin/tracker`, `.venv/bin/python` and `tracker`,
-and a GET of the URL for `python -m webbrowser` (no browser here). A command this file does not
-know fails the test: a new README command must be added to `RUN` or to `ELSEWHERE` (with where it
-is run instead).
+A shell block is a fenced ```sh, ```bash or ```shell block (every line a command, `\\` continuations
+joined, comments dropped) or a ```console block (its `$ ` lines; the others are output). Each command is
+run as written; the only changes are where it runs: the service's port for `localhost:8000`, this
+interpreter for `.venv/bin/tracker`, `.venv/bin/python` and `tracker`, a GET of the URL for
+`python -m webbrowser` (no browser here), and a scratch directory for the commands that write files
+(`mkdir`). A command this file does not know fails the test: a new command in the docs must be runnable
+here or be added to `ELSEWHERE`, with where it is run instead.
 """
 
 from __future__ import annotations
@@ -17,18 +20,21 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import pytest
 
-from tests.paths import ROOT
-from tests.test_cli import clean_env, free_port, wait_healthy
+from bench.fixtures.paths import ROOT
+from tests.support.processes import clean_env, free_port, wait_healthy
 
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 ADMIN = "readme-admin-token"
+DEPLOYMENT = "tests/test_deployment.py"
+MIGRATIONS = "tests/store/test_migrations.py"
 
-# Commands run elsewhere, by what they start with, and where.
+# Commands run elsewhere, by what they start with (or, for a prefix starting with "/", hold), and where.
 ELSEWHERE = {
     "python3 -m venv .venv && .venv/bin/pip install -q -c constraints.txt -e . && TRACKER_WEBHOOK_SECRET=change-me "
     ".venv/bin/tracker run": "the service this test starts (`tracker run` on the embedded defaults); "
@@ -36,22 +42,54 @@ ELSEWHERE = {
     "python3 -m venv .venv && .venv/bin/pip install -q -c constraints.txt -e '.[dev]' && .venv/bin/python -m pytest": (
         "the test command itself (.ci/run runs exactly this)"
     ),
+    "tracker run ": "the service this test starts: `tracker run` with a port and data directory of its own",
+    ".venv/bin/pip install -q -c constraints.txt -e '.[docs]'": (
+        "tests/test_docs.py builds the site with `mkdocs build --strict` (the dev extra holds the docs one)"
+    ),
+    ".venv/bin/ruff check .": "the developer's checks before a commit; lint-imports also in tests/test_architecture.py",
     "tracker backfill": "tests/test_cli_history.py runs `tracker backfill --repo … --month …` against the fake GitHub",
     "/backfill": "tests/web/test_history_api.py (a backfill reads GitHub; the demo's sample here refuses it)",
     "TRACKER_LINK_SECRET=": "below, with a real secret for the `…`",
     "export TRACKER_LLM_": "tests/workers/test_narrate.py (an OpenAI-compatible endpoint: a fake one there)",
+    "export TRACKER_DATABASE_URL=": f"{DEPLOYMENT}: two hosts sharing PostgreSQL and Redis",
+    "export REDIS_URL=": f"{DEPLOYMENT}: two hosts sharing PostgreSQL and Redis",
+    "honcho start": f"{DEPLOYMENT} runs the Procfile with honcho, `-c web=2,worker=3` on host A, workers on host B",
+    "TRACKER_DATA_DIR=/var/lib/tracker honcho start": f"{DEPLOYMENT}: host B, workers only, its own data directory",
+    "systemctl restart": f"{DEPLOYMENT}: each process type restarted one at a time (honcho units for systemd's)",
+    "docker ": f"{DEPLOYMENT} (no Docker daemon here): the build context installed as the image does, the image's "
+    "commands and health check run, every compose.yaml service checked",
+    "TRACKER_WEBHOOK_SECRET=… TRACKER_ADMIN_TOKEN=… docker compose": f"{DEPLOYMENT}, as `docker ` above",
+    "pg_dump ": f"not run: it needs the operator's PostgreSQL; {MIGRATIONS} migrates pg_dump output",
+    "pg_restore ": f"not run: it needs the operator's PostgreSQL; {MIGRATIONS} migrates pg_dump output",
 }
 
 
-def commands() -> list[str]:
-    """Every command of the README's ```sh blocks: continuation lines joined, comments dropped."""
-    found: list[str] = []
-    for block in re.findall(r"^```sh\n(.*?)^```", README.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL):
-        text = re.sub(r"\s*\\\n\s*", " ", block)
-        for line in text.splitlines():
-            line = re.sub(r"\s+#\s.*$", "", line).strip()
-            if line:
-                found.append(line)
+class Command(NamedTuple):
+    source: str  # the file, relative to the repository
+    text: str
+
+
+def sources() -> list[Path]:
+    """README.md first (its demo block loads the month the other commands read), then the docs."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+_BLOCK = re.compile(r"^(?P<indent> *)```(?P<kind>sh|bash|shell|console)\n(?P<body>.*?)^(?P=indent)```", re.M | re.S)
+
+
+def commands() -> list[Command]:
+    """Every command of every shell block, in the order of the files and of their text."""
+    found: list[Command] = []
+    for path in sources():
+        for block in _BLOCK.finditer(path.read_text(encoding="utf-8")):
+            lines = [line.removeprefix(block["indent"]) for line in block["body"].splitlines()]
+            if block["kind"] == "console":
+                lines = [line[2:] for line in lines if line.startswith("$ ")]
+            text = re.sub(r"\s*\\\n\s*", " ", "\n".join(lines))
+            for line in text.splitlines():
+                line = re.sub(r"\s+#\s.*$", "", line).strip()
+                if line and not line.startswith("#"):
+                    found.append(Command(str(path.relative_to(ROOT)), line))
     return found
 
 
@@ -59,18 +97,19 @@ def elsewhere(command: str) -> bool:
     return any(command.startswith(prefix) or (prefix.startswith("/") and prefix in command) for prefix in ELSEWHERE)
 
 
-def test_the_readme_has_commands_and_each_is_known() -> None:
-    found = commands()
-    assert len(found) >= 15
-    unknown = [c for c in found if not elsewhere(c) and not _runnable(c)]
-    assert not unknown, f"README commands this test does not run: {unknown}"
-
-
 def _runnable(command: str) -> bool:
     first = command.split()[0]
-    return first in ("curl", "tracker", ".venv/bin/tracker", ".venv/bin/python") or command.startswith(
-        "TRACKER_WEBHOOK_SECRET=change-me .venv/bin/tracker"
+    return first in ("curl", "tracker", ".venv/bin/tracker", ".venv/bin/python", "python3", "mkdir") or (
+        command.startswith("TRACKER_WEBHOOK_SECRET=change-me .venv/bin/tracker")
     )
+
+
+def test_the_docs_have_commands_and_each_is_known() -> None:
+    found = commands()
+    assert len([c for c in found if c.source == "README.md"]) >= 8
+    assert len(found) >= 40
+    unknown = [c for c in found if not elsewhere(c.text) and not _runnable(c.text)]
+    assert not unknown, f"commands this test does not run (run them, or add them to ELSEWHERE): {unknown}"
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +126,8 @@ def service() -> Iterator[tuple[str, dict[str, str], Path]]:
             GITHUB_API_URL="http://127.0.0.1:9",  # nothing may leave the machine
         )
         process = subprocess.Popen(
-            [sys.executable, "-m", "tracker", "run", "--port", str(port), "--workers", "1"], env=env
+            [sys.executable, "-m", "tracker", "run", "--port", str(port)],
+            env=env,  # two workers, as by default
         )
         try:
             wait_healthy(f"http://127.0.0.1:{port}", timeout=60)
@@ -110,8 +150,8 @@ def localised(command: str, address: str) -> str:
 
 
 def run(command: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """One README command through the shell, as a user types it; `python -m webbrowser URL` becomes a
-    GET of the URL, which must answer 200 with an HTML page."""
+    """One command through the shell, as a user types it; `python -m webbrowser URL` becomes a GET of
+    the URL, which must answer 200 with an HTML page."""
     parts = [part.strip() for part in command.split(" && ")]
     done = subprocess.CompletedProcess(command, 0, "", "")
     for part in parts:
@@ -127,50 +167,64 @@ def run(command: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedPro
     return done
 
 
-def test_every_readme_command_works_from_a_plain_clone(
+def test_every_command_of_the_readme_and_the_docs_works_from_a_plain_clone(
     service: tuple[str, dict[str, str], Path], tmp_path: Path
 ) -> None:
     address, env, _ = service
     env = {**env, "TRACKER_ADMIN_TOKEN": ADMIN}
-    # The README's order: the demo first (its own block), so that the examples have a month to show.
     ran: list[str] = []
-    for command in commands():
+    for source, command in commands():
         if command.startswith("TRACKER_LINK_SECRET="):
             command = command.replace("TRACKER_LINK_SECRET=…", "TRACKER_LINK_SECRET=readme-link-secret")
         elif elsewhere(command):
             continue
+        if command in ran:
+            continue  # the same command in two places (the README and a guide): run once
         local = localised(command, address)
         if " -m tracker replay " in local and "--url" not in local:
             local += f" --url http://{address}/webhook"  # its default is port 8000; the service here has its own
-        done = run(local, env, ROOT)
-        assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-        assert "Traceback" not in done.stderr, command
+        # Commands that write files (a backup) write them in a scratch directory, not the clone.
+        done = run(local, env, tmp_path if command.startswith("mkdir ") else ROOT)
+        assert done.returncode == 0, f"{source}: {command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+        assert "Traceback" not in done.stderr, f"{source}: {command}"
         if command.startswith("curl"):
             _check_curl(command, done.stdout)
         ran.append(command)
     assert any("tracker demo" in c for c in ran) and any("finalize" in c for c in ran)
-    # The files the README writes land in the working directory: keep the clone clean.
+    assert list(tmp_path.glob("backup/ledger*.sqlite3")), "the backup command copied no ledger file"
+    # The files the commands write land in the working directory: keep the clone clean.
     for written in ROOT.glob("0?.zh-CN.md"):
         assert written.read_text(encoding="utf-8").startswith("# ")
         written.unlink()
+    _check_json_reference(address)
 
 
 def _check_curl(command: str, body: str) -> None:
-    """What each kind of curl in the README must answer (not only exit 0)."""
+    """What each kind of curl must answer (not only exit 0)."""
     if "-X POST" in command:
         answer: Any = json.loads(body)
         assert "error" not in answer, (command, answer)
     elif ".md" in command:
         assert body.startswith("# "), (command, body[:200])
-    elif "/api/" in command:
+    elif "/api/" in command or ".json" in command:
         answer = json.loads(body)
         assert "error" not in answer, (command, answer)
 
 
-def test_the_readme_never_reads_the_shared_folder() -> None:
-    assert not [c for c in commands() if "../shared" in c]
+def _check_json_reference(address: str) -> None:
+    """docs/reference/json.md names every top-level field of the snapshot and of its summary."""
+    page = (DOCS / "reference" / "json.md").read_text(encoding="utf-8")
+    base = f"http://{address}/api/v1/repos/NVIDIA/Megatron-LM/months/2026-05"
+    for url in (f"{base}?cutoff=2026-05-13", f"{base}?cutoff=2026-05-13&detail=summary"):
+        document = httpx.get(url, timeout=60).json()
+        missing = [key for key in document if f"`{key}`" not in page]
+        assert not missing, f"docs/reference/json.md does not describe {missing} ({url})"
+
+
+def test_the_docs_never_read_the_shared_folder() -> None:
+    assert not [c for c in commands() if "../shared" in c.text]
 
 
 def test_portable_commands_only() -> None:
-    assert not [c for c in commands() if re.match(r"(open|xdg-open|start)\s", c)]
-    assert all(shlex.split(c) for c in commands())
+    assert not [c for c in commands() if re.match(r"(open|xdg-open|start)\s", c.text)]
+    assert all(shlex.split(c.text) for c in commands())
