@@ -1,5 +1,5 @@
-# The tracker's image: one process type per container, given as the command (README, "Container image").
-#   docker build -t tracker .
+# The tracker's image: one process type per container, given as the command (README, "Compose").
+#   docker build --build-arg VERSION=0.2.0 -t tracker .   (VERSION: below)
 #   docker run tracker web --host 0.0.0.0 --port 8000    (the default)
 #   docker run tracker worker | schedule | sweep --every 60 | migrate
 # compose.yaml runs a whole deployment from it. Settings come from the environment (tracker/settings.py);
@@ -12,9 +12,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
+# The version `tracker --version` reports. setuptools-scm reads it from git, and the build context has
+# no .git (.dockerignore): pass it, e.g. `docker build --build-arg VERSION=0.2.0 -t tracker .` at a
+# release tag. Without it the package says 0.0.0+unknown (pyproject.toml's fallback_version).
+ARG VERSION=
 # Not editable: the templates, the demo month and the schema's revisions ship as package data.
 COPY . /src
-RUN pip install -c /src/constraints.txt '/src[postgres]' && rm -rf /src
+RUN SETUPTOOLS_SCM_PRETEND_VERSION_FOR_MONTHLY_ACTIVITY_TRACKER="$VERSION" \
+    pip install -c /src/constraints.txt '/src[postgres]' && rm -rf /src
 
 RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin tracker
 USER tracker

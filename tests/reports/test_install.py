@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.factory import PullRequestStory
-from tests.paths import ROOT, needs_shared
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import ROOT, needs_shared
 from tracker.core.classify import ChangedFile, Rules
 from tracker.core.derive import derive
 from tracker.store.database import connect
@@ -62,11 +62,12 @@ def write_ledger(url: str) -> None:
         engine.dispose()
 
 
-# Its tests share one fresh install (half a minute): in one test process, so that it is made once.
-pytestmark = pytest.mark.xdist_group("install")
+# Its tests share one fresh install (half a minute or more): in one test process (xdist_group), and kept
+# for the session there, so that it is made once even when other modules' tests run between them.
+pytestmark = [pytest.mark.xdist_group("install"), pytest.mark.system]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtual environment with the project installed from a copy of its packaged files."""
     where = tmp_path_factory.mktemp("install")
@@ -74,7 +75,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source.mkdir()
     for name in ("tracker", "workers"):
         shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     environment = where / "venv"
     venv.create(environment, with_pip=True)
