@@ -8,7 +8,6 @@ import logging
 import re
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -20,10 +19,10 @@ import pytest
 from redis import Redis
 from rq import Queue
 
-from tests.conftest import SECRET, post, run_jobs, running_app, show_head_to_github, signed_headers
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
-from tests.test_cli import TRACKER, clean_env, free_port, wait_healthy, wait_processed
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
+from tests.support.app import SECRET, post, run_jobs, running_app, show_head_to_github, signed_headers
+from tests.support.processes import TRACKER, clean_env, free_port, wait_healthy, wait_processed
 from tracker import logs
 from tracker.core.window import iso_utc
 from tracker.queue import QUEUE_NAME
@@ -35,18 +34,12 @@ LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERR
 TOKEN = "ghp_not-a-real-token-but-secret-4242"
 
 
-@pytest.fixture
-def data_dir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="trk-") as directory:
-        yield Path(directory)
-
-
 # --- the web access log --------------------------------------------------------------------------
 
 
 @needs_shared
 def test_the_access_log_has_one_line_per_request_and_no_secrets(data_dir: Path, redis_url: str) -> None:
-    """`tracker web` as run in production (gunicorn's master, waitress in the worker)."""
+    """`tracker web` as run in production (gunicorn's master, Tornado in the worker)."""
     story = PullRequestStory(7, datetime(2026, 9, 2, 10, tzinfo=UTC), title="Body marker 7f3a9c").opened()
     delivery = story.deliveries[0]
     signature = sign(SECRET.encode(), delivery.body)
@@ -265,8 +258,8 @@ def test_github_unavailable_is_a_warning_with_the_next_try(
     no_token_anywhere(caplog, status)
 
 
-def Scripted(*args: Any, **kwargs: Any) -> Any:  # noqa: N802  (tests.fake_github reads ../shared as it loads)
-    from tests.fake_github import Scripted as scripted
+def Scripted(*args: Any, **kwargs: Any) -> Any:  # noqa: N802  (bench.fixtures.fake_github reads ../shared as it loads)
+    from bench.fixtures.fake_github import Scripted as scripted
 
     return scripted(*args, **kwargs)
 

@@ -1,5 +1,5 @@
 """One logging set-up for every process: the CLI, `tracker run` and its children, gunicorn's and
-waitress's web processes, the RQ workers.
+the web processes, the RQ workers.
 
 Every line has one format, `FORMAT`, on stderr. `-v` (`tracker -v …`) logs debug messages; `tracker
 run` hands it on to its children in the environment (`TRACKER_VERBOSE=1`, read here), so a verbose
