@@ -3,7 +3,8 @@
 A process builds one `Services` at start-up (`Services.from_settings`) and looks it up where it needs
 it: the web app keeps it in `app.extensions` (`tracker.web.context.services`), a worker process
 installs it for its job functions (`workers.runtime`), and each CLI command gets one from
-`tracker.cli`. Connections are opened here and nowhere else.
+`tracker.cli`. Connections are opened here and nowhere else, and every store over the ledger is one of its
+attributes, built once.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from tracker.store.http_cache import SqlResponseCache
 from tracker.store.installations import InstallationStore
 from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState
+from tracker.store.narrations import NarrationStore
 from tracker.store.records import RecordStore
 
 
@@ -80,9 +82,32 @@ class Services:
             raise
         return cls(settings, config, Ledger(engine, inbox=settings.inbox), MonthState(engine), connection)
 
-    @property
+    @cached_property
     def heads(self) -> HeadStore:
         return HeadStore(self.state.engine)
+
+    @cached_property
+    def history(self) -> HistoryStore:
+        return HistoryStore(self.state.engine)
+
+    @cached_property
+    def records(self) -> RecordStore:
+        return RecordStore(self.ledger.engine)
+
+    @cached_property
+    def installations(self) -> InstallationStore:
+        """Which GitHub App installation covers which repository."""
+        return InstallationStore(self.state.engine)
+
+    @cached_property
+    def narrations(self) -> NarrationStore:
+        """The narrator's prose and what it spent."""
+        return NarrationStore(self.state.engine)
+
+    @cached_property
+    def response_cache(self) -> SqlResponseCache:
+        """GitHub's answers kept for conditional requests."""
+        return SqlResponseCache(self.state.engine)
 
     @property
     def webhook_secret(self) -> bytes:
@@ -104,14 +129,6 @@ class Services:
     @cached_property
     def records_queue(self) -> Queue:
         return records_queue(self.require_redis())
-
-    @property
-    def history(self) -> HistoryStore:
-        return HistoryStore(self.state.engine)
-
-    @property
-    def records(self) -> RecordStore:
-        return RecordStore(self.ledger.engine)
 
     def quota(self) -> Quota | None:
         return Quota(self.redis) if self.redis is not None else None
@@ -144,13 +161,13 @@ class Services:
         auth: Callable[[], str | None] | None = None
         app = self.github_app
         if app is not None and full_name is not None:
-            known = InstallationStore(self.state.engine).installation_for(full_name)
+            known = self.installations.installation_for(full_name)
             auth = partial(app.token_for, full_name, known, fallback=token)
         return GitHubClient(
             self.settings.github_api_url,
             token if auth is None else None,
             auth=auth,
-            cache=SqlResponseCache(self.state.engine),
+            cache=self.response_cache,
             on_response=on_response if on_response is not None else quota.record if quota is not None else None,
             timeout=self.github_timeout,
         )

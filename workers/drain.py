@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 import uuid
 from collections.abc import Sequence
@@ -42,7 +43,6 @@ from tracker.queue import (
     redis_run,
 )
 from tracker.services import Services
-from tracker.store.installations import InstallationStore
 from tracker.store.ledger import Delivery
 from workers.runtime import current
 from workers.warm import ask_for_warm
@@ -110,22 +110,43 @@ def drain_deliveries() -> str:
 
 def take_lock(connection: Redis) -> Lock | None:
     """The drain lock, or None when another drain holds it. Its token names the Redis server's run
-    (`run_id`, new at each start): a lock taken before Redis last restarted is taken over at once
-    rather than after LOCK_TIMEOUT. Its drain lost its connection with the restart and fails at its
-    next Redis command; should it still be finishing a batch, applying is idempotent."""
+    (`run_id`, new at each start), the machine and the process that holds it. A lock is taken over at once
+    rather than after LOCK_TIMEOUT when its drain cannot be running: it was taken before Redis last
+    restarted (that drain lost its connection with the restart and fails at its next Redis command), or
+    by a process of this machine that no longer exists (a worker killed mid-drain). Should the first
+    still be finishing a batch, applying is idempotent."""
     lock: Lock = connection.lock(LOCK_KEY, timeout=LOCK_TIMEOUT, blocking_timeout=LOCK_WAIT)
     run = redis_run(connection)
-    token = f"{run}:{uuid.uuid4().hex}"
+    token = f"{run}:{_HOST}:{os.getpid()}:{uuid.uuid4().hex}"
     if lock.acquire(token=token, blocking=False):
         return lock
     holder = cast(bytes | None, connection.get(LOCK_KEY))
-    if run and holder is not None and not holder.startswith(f"{run}:".encode()):
+    if holder is not None and _holder_gone(holder.decode(errors="replace"), run):
         try:
             lock.do_release(holder.decode())  # only if it is still that token
-            log.info("took over the drain lock of a drain from before Redis restarted")
+            log.info("took over the drain lock of a drain that is no longer running")
         except LockNotOwnedError:  # it lapsed, or another drain took it over first
             pass
     return lock if lock.acquire(token=token) else None
+
+
+_HOST = socket.gethostname()
+
+
+def _holder_gone(holder: str, run: str) -> bool:
+    """Whether the drain that holds the lock (its token, `take_lock`'s) cannot be running."""
+    parts = holder.split(":")
+    if run and parts[0] != run:
+        return True  # taken before Redis restarted
+    if len(parts) != 4 or parts[1] != _HOST or not parts[2].isdigit():
+        return False  # another machine's (or an older token): it lapses after LOCK_TIMEOUT
+    try:
+        os.kill(int(parts[2]), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        return False
+    return False
 
 
 def process_batch(services: Services, batch: Sequence[Delivery]) -> int:
@@ -182,9 +203,8 @@ def follow_up(services: Services, derivations: Sequence[Derivation]) -> None:
     files of heads not seen before."""
     installations = {d.full_name: d.installation_id for d in derivations if d.installation_id is not None}
     if installations:
-        store = InstallationStore(services.state.engine)
         for full_name, installation_id in installations.items():
-            store.record(full_name, installation_id)
+            services.installations.record(full_name, installation_id)
     if services.redis is None:
         return
     for full_name, month in sorted({(d.full_name, month) for d in derivations for month in d.touched_months}):

@@ -45,7 +45,7 @@ from tracker.reports.loading import MonthRequest, report_for, resolve
 from tracker.reports.prose import wanted_sections
 from tracker.reports.records import finalize
 from tracker.services import Services
-from tracker.store.narrations import NarrationStore, Spent, StoredNarration, refused_again
+from tracker.store.narrations import Spent, StoredNarration, refused_again
 from tracker.store.records import RecordTaken
 from workers.publish import publish
 from workers.runtime import current
@@ -108,7 +108,7 @@ def _plan(services: Services, full_name: str, month: str, force: Collection[str]
     assert model is not None
     request = resolve(services.state, config, full_name, month, None)
     report = report_for(services.state, config, request, prose=False)
-    store = NarrationStore(services.state.engine)
+    store = services.narrations
     wanted = dict(wanted_sections(report))
     stored = {
         section: store.get(request.repo, month, section, digest, narration.PROMPT_VERSION, model)
@@ -140,7 +140,7 @@ def narrate_once(
     assert model is not None
     now = time.time()
     plan = _plan(services, full_name, month, force, now)
-    store = NarrationStore(services.state.engine)
+    store = services.narrations
     repo, report = plan.request.repo, plan.report
     cutoff = plan.request.window.cutoff.isoformat()
     why = {

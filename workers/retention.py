@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 
 from tracker.services import Services
-from tracker.store.http_cache import SqlResponseCache
 from tracker.store.ledger import now_ms
 
 log = logging.getLogger(__name__)
@@ -27,7 +26,7 @@ def apply_retention(services: Services, now: int | None = None) -> str:
     at = now if now is not None else now_ms()
     dropped: list[str] = []
     if settings.http_cache_retention_days:
-        answers = SqlResponseCache(services.state.engine).prune(at - settings.http_cache_retention_days * _DAY_MS)
+        answers = services.response_cache.prune(at - settings.http_cache_retention_days * _DAY_MS)
         if answers:
             dropped.append(f"{answers} cached GitHub answers")
     if settings.run_retention_days:

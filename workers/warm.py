@@ -112,7 +112,9 @@ def warm_month(full_name: str, month: str) -> str:
     pipe.delete(waiting_key(full_name, month))  # a change from now on asks again
     pipe.set(last_key(full_name, month), now, ex=int(2 * WARM_EVERY))
     pipe.execute()
-    warmed = warm.warm_month(services, full_name, month)
+    # A month that rested is passed over whole (its earlier cutoffs too); one warmed WARM_LONGEST into a stream
+    # keeps to tracker.reports.warm.EARLIER_EVERY for those.
+    warmed = warm.warm_month(services, full_name, month, rested=rested is None or rested >= WARM_DELAY)
     if warmed is None:
         return f"nothing to warm for {month} of {full_name}"
     return (

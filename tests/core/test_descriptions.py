@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.paths import WEBHOOKS, needs_shared
+from bench.fixtures.paths import WEBHOOKS, needs_shared
+from tests.support.watchdog import finishes
 from tracker.core.descriptions import MAX_WORDS, summary_sentence
 
 # NVIDIA/Megatron-LM's pull request template (.github/pull_request_template.md), shortened where it repeats.
@@ -289,18 +289,7 @@ def test_links_keep_their_text_and_no_address_survives() -> None:
     assert sentence is not None and "@" not in sentence and "nvidia.com" not in sentence
 
 
-# --- hostile bodies: each answers within a fixed time, whatever its size ----------------------------------------
-
-BOUND = 0.05  # seconds, the fastest of three calls; the slowest below takes about 8 ms on a 2-core machine
-
-
-def _fastest(body: str) -> float:
-    best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
-        summary_sentence(body)
-        best = min(best, time.perf_counter() - started)
-    return best
+# --- hostile bodies: each is answered, whatever its size (bench/hostile_inputs.py times them) --------------
 
 
 @pytest.mark.parametrize(
@@ -327,8 +316,8 @@ def _fastest(body: str) -> float:
         pytest.param("Adds it.\u200b" * 7_000, id="zero-width"),
     ],
 )
-def test_hostile_bodies_answer_in_bounded_time(body: str) -> None:
-    assert _fastest(body) < BOUND
+def test_hostile_bodies_are_answered(body: str) -> None:
+    finishes(lambda: summary_sentence(body))
 
 
 _UNSAFE = re.compile(r"://|@[^\W\d_]|<|>")
@@ -396,3 +385,19 @@ def test_github_example_bodies() -> None:
     assert summary_sentence(assigned) == "This is a pretty simple change that we need to pull into master."
     null = json.loads((WEBHOOKS / "pull_request.opened.with-null-body.json").read_text())["pull_request"]["body"]
     assert summary_sentence(null) is None
+
+
+def test_a_remembered_sentence_follows_its_body() -> None:
+    """Short bodies are remembered by their text, long ones are not: an edited body, short or long, gives its
+    own sentence, and the same body the same sentence as a fresh reading."""
+    from tracker.core import descriptions
+
+    template = MEGATRON.replace("\n{description}", "\n{description}" + "\nPadding line for the long form." * 400)
+    for shape in (MEGATRON, template):
+        first = shape.format(description="Adds a paged KV cache to the inference engine.")
+        second = shape.format(description="Removes the legacy data loader from the training loop.")
+        assert (len(first) <= descriptions._REMEMBERED) == (shape is MEGATRON)
+        for _ in range(2):
+            assert summary_sentence(first) == "Adds a paged KV cache to the inference engine."
+            assert summary_sentence(second) == "Removes the legacy data loader from the training loop."
+        assert descriptions._summary_sentence(first) == summary_sentence(first)

@@ -15,12 +15,12 @@ from flask.testing import FlaskClient
 from redis import Redis
 from rq.registry import ScheduledJobRegistry
 
-from tests.paths import require_shared
+from bench.fixtures.paths import require_shared
 
-require_shared()  # tests.fake_github reads GitHub's example answers from ../shared as it loads
+require_shared()  # bench.fixtures.fake_github reads GitHub's example answers from ../shared as it loads
 
-from tests.conftest import post, release_due_jobs, run_jobs  # noqa: E402
-from tests.factory import PullRequestStory  # noqa: E402
+from bench.fixtures.factory import PullRequestStory  # noqa: E402
+from tests.support.app import post, release_due_jobs, run_jobs  # noqa: E402
 from tracker.core import clusters  # noqa: E402
 from tracker.core.window import Month, month_window, today_in  # noqa: E402
 from tracker.reports import groupings, warm  # noqa: E402
@@ -213,6 +213,28 @@ def test_a_month_that_keeps_changing_is_warmed_once_it_rests_or_at_the_latest_wa
     assert all(redis.exists(key) for key in warm_keys(redis, built).values())
 
 
+def test_the_job_passes_over_the_earlier_cutoffs_of_a_month_that_rested_not_of_one_in_a_stream(
+    app: Flask, client: FlaskClient, built: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deliver(client, app, 1, "Add a paged KV cache for inference")
+    month = str(this_month())
+    redis = built.require_redis()
+    asked: list[bool] = []
+
+    def recorded(services: Services, full_name: str, month: str, *, rested: bool = False) -> None:
+        asked.append(rested)
+
+    monkeypatch.setattr(warm, "warm_month", recorded)
+    rested(redis, month)  # no change for longer than WARM_DELAY
+    warm_job.warm_month(REPO, month)
+    redis.set(warm_job.waiting_key(REPO, month), time.time() - warm_job.WARM_LONGEST - 1)
+    rested(redis, month, 0.5)  # still changing, but asked WARM_LONGEST ago: warmed in the stream
+    warm_job.warm_month(REPO, month)
+    redis.delete(warm_job.changed_key(REPO, month))  # no change on record (expired): nothing is changing
+    warm_job.warm_month(REPO, month)
+    assert asked == [True, False, True]
+
+
 def test_the_job_says_what_it_did(app: Flask, client: FlaskClient, built: Services) -> None:
     deliver(client, app, 1, "Add a paged KV cache for inference")
     month = str(this_month())
@@ -262,7 +284,10 @@ def test_the_earlier_cutoffs_of_a_month_are_grouped_at_most_every_so_often(
     monkeypatch.setattr(clusters, "group", no_clustering)
     for day, markdown in expected.items():
         assert at(day, redis) == markdown  # the workers kept that cutoff's grouping
-    # Within EARLIER_EVERY, the next warm does not pass over them again; after it, a pass clusters nothing.
+    # Within EARLIER_EVERY, the next warm in a stream does not pass over them again; after it, or once the month
+    # has rested, a pass clusters nothing.
+    assert warm_month(built, REPO, month).earlier == 0  # type: ignore[union-attr]
+    assert warm_month(built, REPO, month, rested=True).earlier == last_month.last_day.day - 1  # type: ignore[union-attr]
     assert warm_month(built, REPO, month).earlier == 0  # type: ignore[union-attr]
     redis.delete(warm.earlier_key(REPO, month))
     assert warm_month(built, REPO, month).earlier == last_month.last_day.day - 1  # type: ignore[union-attr]

@@ -7,20 +7,24 @@ the fake GitHub, one head GitHub no longer has, one whose files are not known ye
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import replace
 from typing import Any
 
 from flask import Flask
 from sqlalchemy import delete, select, tuple_, update
 
-from tests.paths import require_shared
+from bench.fixtures.paths import require_shared
 
 require_shared()
 
-from tests.scenario import REPO, deliver, megatron_month  # noqa: E402
-from tracker.core import memo  # noqa: E402
+from bench.fixtures.scenario import REPO, megatron_month  # noqa: E402
+from tests.support.app import deliver_month as deliver  # noqa: E402
+from tracker.core import memo, noise  # noqa: E402
 from tracker.core.classify import Category  # noqa: E402
-from tracker.core.groups import display_title  # noqa: E402
+from tracker.core.descriptions import summary_sentence  # noqa: E402
+from tracker.core.groups import display_title, normalise_title  # noqa: E402
 from tracker.core.snapshot import build_snapshot  # noqa: E402
 from tracker.core.themes import is_auxiliary  # noqa: E402
 from tracker.core.titles import clean_title  # noqa: E402
@@ -42,9 +46,24 @@ from tracker.web.context import services  # noqa: E402
 MONTH = "2026-05"
 
 
+def with_descriptions(scenario: Any) -> Any:
+    """The scenario with a description written as PR templates are on every third PR (a summary sentence to
+    keep), the others' bodies as they were."""
+    for story in scenario.stories[::3]:
+        for position, delivery in enumerate(story.deliveries):
+            payload = json.loads(delivery.body)
+            title = payload["pull_request"]["title"]
+            payload["pull_request"]["body"] = (
+                f"# What does this PR do ?\n<!-- One line overview. -->\nMakes {title} work for long runs and adds "
+                "its tests.\n\n## Pre-checks\n\n- [ ] I have added relevant unit tests\n"
+            )
+            story.deliveries[position] = dataclasses.replace(delivery, body=json.dumps(payload).encode())
+    return scenario
+
+
 def test_the_digest_gives_what_the_database_gives_at_every_cutoff(app: Flask, github: Any) -> None:
     client = app.test_client()
-    deliver(megatron_month(MONTH), app, client, github)
+    deliver(with_descriptions(megatron_month(MONTH)), app, client, github)
     with app.app_context():
         s = services()
         state = s.state
@@ -120,8 +139,15 @@ def test_the_digest_gives_what_the_database_gives_at_every_cutoff(app: Flask, gi
         # What it carries of each title and path is what this process computes without it (tracker.core.memo).
         memo.forget()
         assert digest.titles and digest.auxiliary
-        for title, display, clean in digest.titles:
+        for title, display, clean, normalised, revert, upkeep in digest.titles:
             assert (display_title.__wrapped__(title), clean_title.__wrapped__(title)) == (display, clean)
+            assert normalise_title.__wrapped__(title) == normalised
+            parsed = noise._parse.__wrapped__(title)
+            assert [parsed.depth, parsed.key, parsed.cut] == revert
+            assert noise.upkeep_facts(title) == upkeep
+        assert len(digest.summaries) == len(digest.bodies)
+        assert [summary_sentence(body) or "" for body in digest.bodies] == digest.summaries
+        assert any(digest.summaries)
         assert all(is_auxiliary.__wrapped__(path) is judged for path, judged in digest.auxiliary.items())
         assert any(digest.auxiliary.values()) and not all(digest.auxiliary.values())
 
@@ -137,7 +163,7 @@ def test_a_digest_some_versions_old_is_brought_up_to_date_by_reading_again_only_
     request read the month whole."""
     import random
 
-    from tests.conftest import post, run_jobs
+    from tests.support.app import post, run_jobs
     from tracker.reports.digests import cached_fold, forget_held, keep_digest
     from tracker.store.changes import changes_since
     from tracker.store.month_digest import MOST_CHANGED
@@ -211,7 +237,7 @@ def test_a_digest_some_versions_old_is_brought_up_to_date_by_reading_again_only_
 def kept_after(app: Flask, early: list[Any]) -> int:
     """The `early` deliveries through the webhook and the jobs, then Redis emptied and the month's digest
     kept, as the warm job keeps it; the month's version it is as of."""
-    from tests.conftest import post, run_jobs
+    from tests.support.app import post, run_jobs
     from tracker.reports.digests import keep_digest
 
     client = app.test_client()
@@ -271,7 +297,7 @@ def test_a_process_that_holds_a_window_reads_again_only_the_prs_changed_since_it
     answer; a new ledger generation (a rebuild) or a process that holds nothing does not use them."""
     import random
 
-    from tests.conftest import post, run_jobs
+    from tests.support.app import post, run_jobs
     from tracker.reports.digests import forget_held, keep_digest
 
     scenario = megatron_month(MONTH, count=32, seed=7)
@@ -346,7 +372,7 @@ def test_a_window_read_while_a_batch_commits_is_the_month_as_of_the_version_it_b
     month as of the version it began at, the same as a read before the batch; the next read has the batch."""
     import json
 
-    from tests.conftest import post, run_jobs
+    from tests.support.app import post, run_jobs
     from tracker.store import month_digest
     from tracker.store.month_digest import read_changed, read_window
 
@@ -402,8 +428,8 @@ def test_a_month_of_the_longest_bodies_keeps_a_digest_the_size_of_its_prs_and_th
     every document read from it, the narrator's input included, is the one the database gives."""
     from datetime import UTC, datetime, timedelta
 
-    from tests.conftest import post, run_jobs
-    from tests.factory import delivery, pr_payload
+    from bench.fixtures.factory import delivery, pr_payload
+    from tests.support.app import post, run_jobs
     from tracker.core import clusters, narration
     from tracker.reports.cache import rendered_bytes
     from tracker.reports.digests import digest_key, forget_held, keep_digest
@@ -560,9 +586,9 @@ def test_a_month_of_the_longest_bodies_keeps_its_digest_within_issue_31s_budget_
     import random
     from datetime import UTC, datetime, timedelta
 
-    from tests.conftest import post, run_jobs
-    from tests.factory import delivery, pr_payload
-    from tests.scenario import real_prs
+    from bench.fixtures.factory import delivery, pr_payload
+    from bench.fixtures.scenario import real_prs
+    from tests.support.app import post, run_jobs
     from tracker.reports.digests import digest_key, keep_digest
 
     count, longest, budget = 200, 65_536, 3 * 1024 * 1024 // 1_400

@@ -20,13 +20,13 @@ from flask.testing import FlaskClient
 from rq import Retry
 from sqlalchemy import update
 
-from tests import factory
-from tests.conftest import fixture_payload, post, run_jobs
-from tests.paths import needs_shared
+from bench.fixtures import factory
+from bench.fixtures.paths import needs_shared
+from tests.support.app import fixture_payload, post, run_jobs
 from tests.workers.test_jobs import EXPECTED_STATS, post_all, september, stories, worker_process
 from tracker import queue as queue_module
 from tracker.cli import WORKER_QUEUES
-from tracker.queue import DRAIN_FUNCTION, ask_for_drain, enqueue_deliveries, job_id
+from tracker.queue import DRAIN_FUNCTION, ask_for_drain, enqueue_deliveries, job_id, redis_run
 from tracker.settings import Settings
 from tracker.store import wal
 from tracker.store.rebuild import rebuild
@@ -177,6 +177,7 @@ def test_the_sweep_re_enqueues_a_retry_whose_job_a_killed_worker_had_popped(app:
         assert services().ledger.status_of(retried) == "processed"
 
 
+@pytest.mark.system
 @needs_shared
 def test_three_worker_processes_drain_a_backlog_once(
     app: Flask, client: FlaskClient, settings: Settings, monkeypatch: pytest.MonkeyPatch
@@ -305,6 +306,7 @@ def burst_worker(settings: Settings, *args: str) -> subprocess.Popen[bytes]:
     return worker
 
 
+@pytest.mark.system
 def test_a_niced_worker_runs_its_jobs_below_the_web_and_tracker_run_nices_its_workers(
     app: Flask, settings: Settings
 ) -> None:
@@ -325,6 +327,7 @@ def test_a_niced_worker_runs_its_jobs_below_the_web_and_tracker_run_nices_its_wo
     assert [args[-3:] for args in started] == [["worker", "--nice", "10"]] * 2
 
 
+@pytest.mark.system
 @pytest.mark.skipif(not Path(AUTOGROUP).exists(), reason="this kernel schedules without autogroups")
 def test_lowering_priority_touches_the_autogroup_of_a_session_it_leads_only() -> None:
     said = "from pathlib import Path; from workers.runtime import AUTOGROUP, lower_cpu_priority as lower; "
@@ -339,6 +342,7 @@ def test_lowering_priority_touches_the_autogroup_of_a_session_it_leads_only() ->
     assert Path(AUTOGROUP).read_text() == mine
 
 
+@pytest.mark.system
 def test_a_worker_told_its_queues_takes_jobs_from_those_only(app: Flask, settings: Settings) -> None:
     with app.app_context():
         records = services().records_queue.enqueue(os.getpid)
@@ -407,3 +411,33 @@ def test_a_lock_taken_before_redis_restarted_is_taken_over_and_one_of_this_run_i
         assert drain.take_lock(connection) is None  # this run's lock: another drain at work
         assert connection.get(drain.LOCK_KEY) == taken.local.token
         taken.release()
+
+
+def test_a_lock_of_a_process_of_this_machine_that_is_gone_is_taken_over_and_others_are_not(app: Flask) -> None:
+    """A worker killed mid-drain left the lock behind: a drain on the same machine sees that its process is
+    gone and takes the lock at once. A lock of a live process, or of another machine, is a drain at work."""
+    import os
+    import socket
+
+    def running(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    gone = next(pid for pid in range(4_000_000, 4_100_000) if not running(pid))  # no process has this id
+    with app.app_context():
+        connection = services().require_redis()
+        run = redis_run(connection)
+        here = socket.gethostname()
+        for holder, free in (
+            (f"{run}:{here}:{gone}:0123", True),
+            (f"{run}:{here}:{os.getpid()}:0123", False),  # alive
+            (f"{run}:another-machine:{gone}:0123", False),
+        ):
+            connection.set(drain.LOCK_KEY, holder, ex=drain.LOCK_TIMEOUT)
+            taken = drain.take_lock(connection)
+            assert (taken is not None) is free, holder
+            if taken is not None:
+                taken.release()

@@ -20,22 +20,20 @@ from rq import Retry
 from rq.registry import StartedJobRegistry
 from sqlalchemy import Engine, text
 
-from tests import factory
-from tests.conftest import fixture_payload, post, run_jobs
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
+from bench.fixtures import factory
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
+from tests.support.app import fixture_payload, post, run_jobs
+from tests.support.clock import at
 from tracker import queue as delivery_queue_module
 from tracker.queue import enqueue_deliveries
 from tracker.reports.loading import load_snapshot, snapshot_json
 from tracker.settings import Settings
 from tracker.store.rebuild import rebuild
 from tracker.web.context import services
+from workers import drain
 from workers.jobs import process_delivery
 from workers.sweep import sweep
-
-
-def at(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def stories() -> list[PullRequestStory]:
@@ -173,6 +171,7 @@ def worker_process(settings: Settings, *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "tracker", "worker", *args], env=env, start_new_session=True)
 
 
+@pytest.mark.system
 @needs_shared
 def test_a_worker_killed_mid_job_loses_nothing(app: Flask, client: FlaskClient, settings: Settings) -> None:
     total = post_all(client)
@@ -183,8 +182,9 @@ def test_a_worker_killed_mid_job_loses_nothing(app: Flask, client: FlaskClient, 
         worker = worker_process(settings)
         try:
             deadline = time.monotonic() + 30
-            while started.count == 0:  # a job has begun and now waits on the lock
-                assert time.monotonic() < deadline, "the worker never started a job"
+            # A drain has begun, taken the drain lock, and now waits on the database's.
+            while started.count == 0 or not s.delivery_queue.connection.exists(drain.LOCK_KEY):
+                assert time.monotonic() < deadline, "the worker never started a drain"
                 time.sleep(0.05)
             time.sleep(0.3)
             os.killpg(worker.pid, signal.SIGKILL)
@@ -195,7 +195,9 @@ def test_a_worker_killed_mid_job_loses_nothing(app: Flask, client: FlaskClient, 
     assert s.ledger.counts().processed == 0
     assert started.count == 1  # the job the worker died in
 
-    restarted = worker_process(settings, "--burst")  # its start-up sweep re-enqueues the pending ones
+    # Its start-up sweep re-enqueues the pending ones, and its drain takes over the lock of the killed one (a
+    # process of this machine that no longer runs) rather than wait for it to lapse.
+    restarted = worker_process(settings, "--burst")
     assert restarted.wait(60) == 0
     counts = s.ledger.counts()
     assert (counts.processed, counts.failed, counts.pending) == (total, 0, 0)
@@ -253,6 +255,7 @@ def test_a_worker_connection_keeps_the_timeout_its_blocking_dequeue_needs(settin
         built.close()
 
 
+@pytest.mark.system
 def test_a_surviving_worker_takes_over_the_scheduler_of_a_killed_one() -> None:
     """Probe: SIGKILL the worker whose scheduler holds the lock (scheduler and all). Before: the other
     workers asked for the lock every 10 minutes, so retries and rate-limit waits stayed unscheduled for
@@ -264,8 +267,7 @@ def test_a_surviving_worker_takes_over_the_scheduler_of_a_killed_one() -> None:
     from rq import Queue
     from rq.job import Job, JobStatus
 
-    from tests.test_cli import TRACKER, clean_env
-    from tests.test_supervisor import LOCK, alive, scheduler_holding, wait_until
+    from tests.support.processes import LOCK, TRACKER, alive, clean_env, scheduler_holding, wait_until
     from tracker.embedded_redis import EmbeddedRedis
     from tracker.queue import QUEUE_NAME, WORKER_DEQUEUE_TIMEOUT
     from workers.runtime import MAINTENANCE_INTERVAL

@@ -30,7 +30,9 @@ import unicodedata
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
+from tracker.core import memo
 from tracker.core.bodies import READ, body_text
 from tracker.core.titles import word_count
 
@@ -211,6 +213,25 @@ def summary_sentence(body: str | None) -> str | None:
     """The first sentence of the body's summary, cleaned, at most `MAX_WORDS` words; None without one."""
     if not body:
         return None
+    offered = memo.known("summary_sentence", body)  # "" for none
+    if offered is not memo.MISSING:
+        return str(offered) or None
+    if len(body) <= _REMEMBERED:
+        return _remembered(body)
+    return _summary_sentence(body)
+
+
+# Every report of a month reads the same bodies again; most are a few KB (a template), and those are
+# remembered, so that the memo holds at most 2,048 × 8 KB whatever the bodies are.
+_REMEMBERED = 8_192
+
+
+@lru_cache(maxsize=2_048)
+def _remembered(body: str) -> str | None:
+    return _summary_sentence(body)
+
+
+def _summary_sentence(body: str) -> str | None:
     blocks = list(_blocks(_visible(body_text(body, READ)[:READ])))
     sections: list[list[_Block]] = []
     preamble: list[_Block] = []
@@ -366,8 +387,19 @@ def _label_heading(line: str, stripped: str) -> tuple[str, str] | None:
 
 def _label(text: str) -> str:
     """A heading as compared with `_SUMMARY_LABELS`: lower case, letters and single spaces only."""
-    letters = "".join(char if char.isalnum() or char.isspace() else ("" if char in "'’" else " ") for char in text)
+    if text.isascii():
+        letters = text.translate(_ASCII_LABEL)
+    else:
+        letters = "".join(char if char.isalnum() or char.isspace() else ("" if char in "'’" else " ") for char in text)
     return " ".join(letters.lower().split())
+
+
+# `_label`'s mapping of the ASCII characters, for `str.translate`: letters, digits and spaces stay, the
+# apostrophe goes, anything else becomes a space.
+_ASCII_LABEL = {
+    code: code if chr(code).isalnum() or chr(code).isspace() else None if chr(code) == "'" else " "
+    for code in range(128)
+}
 
 
 def _is_summary_label(text: str) -> bool:
@@ -485,7 +517,8 @@ def _inline(text: str) -> str:
         piece = _REFERENCE.sub(" ", piece)
         piece = _SHORTCODE.sub(" ", piece)
         piece = _EMPHASIS.sub(_without_emphasis, piece)
-        piece = "".join(char for char in piece if not _is_emoji(char))
+        if not piece.isascii():  # no ASCII character is an emoji
+            piece = "".join(char for char in piece if not _is_emoji(char))
         pieces.append(_EMPTY_BRACKETS.sub(" ", piece))
     text = _ASIDE.sub(_without_empty_aside, _SPACES.sub(" ", "".join(pieces))).strip()
     for arrow, symbol in _ARROWS:

@@ -87,6 +87,9 @@ class GroupInput:
 @lru_cache(maxsize=16_384)
 def normalise_title(title: str) -> str:
     """The title compared between branches: `display_title`, without quotes, in lower case."""
+    offered = memo.known("normalise_title", title)
+    if offered is not memo.MISSING:
+        return str(offered)
     text = display_title(title).replace("`", " ").replace('"', " ")
     return " ".join(text.split()).strip(" .:-").lower()
 

@@ -23,7 +23,9 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
+from tracker.core import memo
 from tracker.core.groups import MAX_BODY, MAX_TITLE, display_title, normalise_title
 from tracker.core.themes import considered_files
 
@@ -225,10 +227,19 @@ def _named_numbers(item: NoiseInput, repo: str) -> set[int]:
     return numbers
 
 
+def revert_facts(title: str) -> list[Any]:
+    """What `reversions` reads of a title, as plain data (the month's digest keeps it: tracker.core.memo)."""
+    parsed = _parse(title)
+    return [parsed.depth, parsed.key, parsed.cut]
+
+
 @lru_cache(maxsize=16_384)  # every report of a month parses the same titles again
 def _parse(title: str) -> _Parsed:
     """How many reverts deep a title is, and the title of the change at the bottom. Each step takes at
     least `revert` off the front of a title of at most `MAX_TITLE` characters, so this ends soon."""
+    offered = memo.known("revert_facts", title)
+    if offered is not memo.MISSING:
+        return _Parsed(*offered)
     text = display_title(title[:MAX_TITLE]).strip()
     depth = 0
     cut = False
@@ -500,6 +511,7 @@ def _kind(title: str, paths: tuple[str, ...], author: str | None, labels: tuple[
         return VERSION
     if author and author.lower() in DEPENDENCY_BOTS:
         return DEPENDENCIES
+
     def touches() -> bool:  # asked only of a title that says a bump: most changes have many files
         return any(_declares_dependencies(path) for path in paths)
 
@@ -535,10 +547,19 @@ def _kind(title: str, paths: tuple[str, ...], author: str | None, labels: tuple[
     return None
 
 
+def upkeep_facts(title: str) -> list[Any]:
+    """What `maintenance_kind` reads of a title, as plain data (the month's digest keeps it: tracker.core.memo)."""
+    subject, types = _subject(title)
+    return [subject, sorted(types)]
+
+
 def _subject(title: str) -> tuple[str, frozenset[str]]:
     """The title's words as a bump is read: tags, `cp:`, `(#N)`, tickets, backticks, quotes and trailing
     parenthesised notes (`(core_r0.17.0) (2026-05-04)`) removed, lower case; and the conventional-commit
     types and scopes it began with (`chore(deps):` gives chore and deps)."""
+    offered = memo.known("upkeep_facts", title)
+    if offered is not memo.MISSING:
+        return offered[0], frozenset(offered[1])
     text = display_title(title[:MAX_TITLE])
     types: set[str] = set()
     for _ in range(3):  # `[dev] build(deps): AUT-1353 chore: ...`

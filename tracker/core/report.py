@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 from tracker.core import clusters, noise, vocabulary
@@ -60,11 +60,9 @@ FURTHER = ("Further changes", "其他相关改进")
 REVERTED = ("reverted", *noise.REVERTED_LEAD)
 
 
-@dataclass(frozen=True)
-class Citation:
+class Citation(NamedTuple):  # a tuple: a big month's report makes thousands of them
     number: int
     base_ref: str
-    url: str
 
     @property
     def label(self) -> str:
@@ -96,7 +94,7 @@ class Change:
         """What a highlight's line says of it: its description's summary sentence, else its cleaned title."""
         return self.summary or self.title
 
-    @property
+    @cached_property  # sorting and grouping ask for it thousands of times in a big month
     def numbers(self) -> tuple[int, ...]:
         """The numbers of the PRs this change cites."""
         return tuple(pr.status.number for pr in self.members)
@@ -106,16 +104,9 @@ class Change:
         """The numbers of every PR of the change group, cited here or in the other section."""
         return self.group or self.numbers
 
-    @property
+    @cached_property
     def citations(self) -> tuple[Citation, ...]:
-        return tuple(
-            Citation(
-                pr.status.number,
-                pr.version.base_ref if pr.version else "",
-                f"https://github.com/{self.repo}/pull/{pr.status.number}",
-            )
-            for pr in self.members
-        )
+        return tuple(Citation(pr.status.number, pr.version.base_ref if pr.version else "") for pr in self.members)
 
 
 @dataclass(frozen=True)

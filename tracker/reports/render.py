@@ -146,11 +146,15 @@ def _segment(part: str) -> str:
     return encoded.replace(".", "%2E") if set(part) <= {"."} else encoded
 
 
-@lru_cache(maxsize=65_536, typed=True)  # typed: `True` is not the number 1
 def pull_url(repo: str, number: int) -> str:
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
         raise ValueError(f"not a pull request number: {number!r}")
-    return github_url(repo, "pull", number)
+    return f"{_pulls(repo)}/{number}"
+
+
+@lru_cache(maxsize=256)  # a report cites hundreds of PRs of one repository
+def _pulls(repo: str) -> str:
+    return github_url(repo, "pull")
 
 
 @cache
@@ -352,9 +356,15 @@ def bullet_html(changes: Sequence[Change], lang: str, repo: str, folded: bool = 
 def citations_html(change: Change, between: str, repo: str) -> str:
     """`citations_markdown` in HTML: each cited PR's link, escaped, `between` them."""
     return between.join(
-        f'<a class="cite" href="{escape(pull_url(repo, c.number))}">{escape(plain(c.label, None))}</a>'
+        f'<a class="cite" href="{escape(pull_url(repo, c.number))}">{_label_html(c.base_ref, c.number)}</a>'
         for c in change.citations
     )
+
+
+def _label_html(base_ref: str, number: int) -> str:
+    """`Citation.label` as one line of HTML (`plain`, escaped); the branch cleaned alone, as it repeats."""
+    branch = escape(plain(base_ref or "unknown", None))
+    return f"{branch} #{number}" if branch else f"#{number}"
 
 
 # A pair of backticks in escaped text (titles quote identifiers so: `norm_out`); no backtick inside.

@@ -10,12 +10,13 @@ date: `current`, the month without a cutoff, or today's cutoff, which are one wi
   same content reads too, and any request after the next delivery whose sections did not change;
 - the month's documents (JSON, its summary, Markdown and HTML in both languages) in the render cache under
   the month's current version, so the month-to-date request is a cache hit until the next change;
-- at most once every EARLIER_EVERY seconds per month, the grouping of each earlier cutoff of the month
-  ("through the 13th"), computed from the digest in memory. A delivery changes the sections of the
-  cutoffs after its instant only, so the groupings of the earlier ones stay valid (they are kept by
-  content) and a pass over a month that was passed over before reads Redis and clusters nothing: a few
-  seconds of a worker's time for the largest months, against a third of a second of clustering in the
-  first request of any such cutoff.
+- the grouping of each earlier cutoff of the month ("through the 13th"), computed from the digest in
+  memory: whenever the month has come to rest (`rested`: a reader coming back to a past cutoff finds its
+  grouping kept), and under a stream that never rests at most once every EARLIER_EVERY seconds per month.
+  A delivery changes the sections of the cutoffs after its instant only, so the groupings of the earlier
+  ones stay valid (they are kept by content) and a pass over a month that was passed over before reads
+  Redis and clusters nothing: a few seconds of a worker's time for the largest months, against a third of
+  a second of clustering in the first request of any such cutoff.
 
 A month whose final report is its record is served from the record, so nothing is warmed for it.
 """
@@ -78,10 +79,11 @@ class Warmed:
     earlier: int = 0  # earlier cutoffs whose groupings were kept now (a pass at most every EARLIER_EVERY s)
 
 
-def warm_month(services: WarmServices, full_name: str, month: str) -> Warmed | None:
+def warm_month(services: WarmServices, full_name: str, month: str, *, rested: bool = False) -> Warmed | None:
     """Compute and keep what the month's month-to-date request reads. None when there is nothing to
     warm: no Redis, a repository or month the ledger cannot answer for, or a month served from its
-    record."""
+    record. `rested`: the month stopped changing (workers.warm), so its earlier cutoffs are grouped whenever
+    the last pass over them was."""
     cache = services.redis
     if cache is None:
         return None
@@ -106,8 +108,8 @@ def warm_month(services: WarmServices, full_name: str, month: str) -> Warmed | N
             for document in missing:
                 keep(cache, keys[document], render_bytes(report, *document))
         earlier = 0
-        if window.cutoff > window.month.first_day and cache.set(
-            earlier_key(request.repo, str(window.month)), 1, nx=True, ex=EARLIER_EVERY
+        if window.cutoff > window.month.first_day and (
+            cache.set(earlier_key(request.repo, str(window.month)), 1, nx=not rested, ex=EARLIER_EVERY)
         ):
             earlier = _group_earlier_cutoffs(cache, services, request, digest)
     return Warmed(request.window.cutoff.isoformat(), len(missing), len(DOCUMENTS) - len(missing), earlier)

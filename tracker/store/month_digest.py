@@ -39,11 +39,12 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine, select
 
-from tracker.core import bodies, memo
+from tracker.core import bodies, memo, noise
 from tracker.core.attributes import AttributeVersion, version_at
 from tracker.core.classify import Category, HeadVerdict, Rules
 from tracker.core.coverage import Coverage
-from tracker.core.groups import body_references, display_title
+from tracker.core.descriptions import summary_sentence
+from tracker.core.groups import body_references, display_title, normalise_title
 from tracker.core.repository import repository_key
 from tracker.core.snapshot import MonthSnapshot, PullRequestSnapshot, assemble_snapshot, fold_pull_request
 from tracker.core.stats import PullRequestStatus
@@ -57,7 +58,7 @@ from tracker.store.heads import verdict_from_row
 from tracker.store.month_state import best_facts, head_details, version_candidates, version_from_row
 from tracker.store.schema import month_activity, pr_facts, pr_versions
 
-FORMAT = 6  # of `encode`; part of the cache key
+FORMAT = 7  # of `encode`; part of the cache key
 _KINDS = {kind.value: kind for kind in FactKind}
 _CATEGORIES = {category.value: category for category in Category}
 _STATES = {state.value: state for state in PRState}
@@ -82,9 +83,11 @@ class MonthDigest:
     paths: list[list[Any]]  # [number, head sha, [positions in path_table]]
     # every body of the versions once (`body_excerpt`); a version's body field is its position here
     bodies: list[str]
-    # What the report computes of each title ([title, display_title, clean_title]) and each cleaned path
-    # (is_auxiliary), computed here once for every process that reads the digest (tracker.core.memo)
-    titles: list[list[str]]
+    # What the report computes of each body (its summary sentence, "" for none: `summaries`, by position in
+    # `bodies`), of each title (`_title_row`) and of each cleaned path (is_auxiliary), computed here once for
+    # every process that reads the digest (tracker.core.memo)
+    summaries: list[str]
+    titles: list[list[Any]]
     auxiliary: dict[str, bool]
 
     def index_of(self, window: Window) -> int | None:
@@ -137,7 +140,7 @@ class MonthDigest:
             return None
         cut = self.slice_at(index)
         shown = [orjson.loads(text) for text in cut.evidence] if evidence else None
-        _offer(cut.titles, self.auxiliary)
+        _offer(cut.titles, self.auxiliary, dict(zip(self.bodies, self.summaries, strict=True)))
         return _folded(
             cut.versions, cut.pull_requests, cut.paths, self.path_table, self.bodies, shown, repo, window, coverage
         )
@@ -156,14 +159,29 @@ class CutoffSlice:
     pull_requests: list[list[Any]]  # [number, entry], the entry's evidence a position in `evidence`
     paths: list[list[Any]]  # [number, positions in the month's path table]
     evidence: list[str]  # JSON texts
-    titles: list[list[str]]  # [title, display_title, clean_title] of each title of its versions
+    titles: list[list[Any]]  # `_title_row` of each title of its versions
 
 
-def _offer(titles: list[list[str]], auxiliary: dict[str, bool]) -> None:
-    """Make what the worker computed of these titles and paths known to this process's memos."""
-    memo.offer("display_title", {title: display for title, display, _ in titles})
-    memo.offer("clean_title", {title: clean for title, _, clean in titles})
+def _title_row(title: str) -> list[Any]:
+    """What a report computes of a title, as JSON holds it: the title, its `display_title`, `clean_title`,
+    `normalise_title`, `noise.revert_facts` and `noise.upkeep_facts`."""
+    return [
+        title,
+        display_title(title),
+        clean_title(title),
+        normalise_title(title),
+        noise.revert_facts(title),
+        noise.upkeep_facts(title),
+    ]
+
+
+def _offer(titles: list[list[Any]], auxiliary: dict[str, bool], summaries: dict[str, str]) -> None:
+    """Make what the worker computed of these titles, paths and bodies known to this process's memos."""
+    kinds = ("display_title", "clean_title", "normalise_title", "revert_facts", "upkeep_facts")
+    for position, kind in enumerate(kinds, start=1):
+        memo.offer(kind, {row[0]: row[position] for row in titles})
     memo.offer("is_auxiliary", auxiliary)
+    memo.offer("summary_sentence", summaries)
 
 
 def _held_at(held: Sequence[Sequence[Any]], index: int) -> Any:
@@ -309,7 +327,7 @@ def _read(conn: Connection, repo: str, ends: list[int], numbers: list[int]) -> _
 def _digest(windows: Sequence[Window], rules: Rules, rows: _Rows | None) -> MonthDigest:
     ends = [window.end for window in windows]
     if rows is None:
-        return MonthDigest(ends, [], [], [], [], [], [], [], {})
+        return MonthDigest(ends, [], [], [], [], [], [], [], [], {})
     fact_rows, chosen, verdict_rows, path_rows, gone = rows
     timelines: dict[int, list[Fact]] = defaultdict(list)
     for number, at, kind in best_facts(fact_rows).values():
@@ -347,9 +365,9 @@ def _digest(windows: Sequence[Window], rules: Rules, rows: _Rows | None) -> Mont
         path_table=list(table),
         paths=[[number, sha, positions] for (number, sha), positions in paths.items()],
         bodies=list(bodies),
+        summaries=[summary_sentence(body) or "" for body in bodies],
         titles=[
-            [title, display_title(title), clean_title(title)]
-            for title in sorted({version.title for held in chosen.values() for _, version in held})
+            _title_row(title) for title in sorted({version.title for held in chosen.values() for _, version in held})
         ],
         auxiliary={path: is_auxiliary(path) for path in {cleaned_path(path) for path in table} if path},
     )
@@ -462,7 +480,9 @@ def encode(digest: MonthDigest) -> dict[str, bytes]:
             }
         )
     # orjson's compact JSON holds no line break (one in a string is escaped): each line is one document
-    tables = orjson.dumps({"paths": digest.path_table, "bodies": digest.bodies, "titles": digest.titles})
+    tables = orjson.dumps(
+        {"paths": digest.path_table, "bodies": digest.bodies, "summaries": digest.summaries, "titles": digest.titles}
+    )
     encoded[PATHS] = b"\n".join([tables, *versions])
     encoded[AUXILIARY] = orjson.dumps(digest.auxiliary)
     encoded[EVIDENCE] = b"[" + b",".join(text.encode() for text in digest.evidence) + b"]"
@@ -496,7 +516,7 @@ def fold_encoded(
     if found is None:
         return None
     document, month, auxiliary, shown = found
-    _offer(month["titles"], orjson.loads(auxiliary))
+    _offer(month["titles"], orjson.loads(auxiliary), dict(zip(month["bodies"], month["summaries"], strict=True)))
     return _folded(
         document["versions"],
         document["pull_requests"],
@@ -547,8 +567,9 @@ class WindowDigest:
     entries: dict[int, tuple[list[Any], dict[str, Any]]]  # number -> entry (`_entry`), its evidence ({}: not held)
     versions: dict[int, list[Any]]  # number -> version fields (`_VERSION_FIELDS`), the body as its text
     paths: dict[int, list[str]]  # number -> the changed paths of its head at the end
-    titles: dict[str, list[str]]  # title -> [title, display_title, clean_title]
+    titles: dict[str, list[Any]]  # title -> `_title_row`
     auxiliary: dict[str, bool]
+    summaries: dict[str, str]  # body -> its summary sentence ("" for none), of the bodies of `versions`
     evidence: bool  # whether `entries` hold each PR's evidence
 
     def patched(self, changed: set[int], partial: MonthDigest) -> WindowDigest:
@@ -564,6 +585,8 @@ class WindowDigest:
         versions = {**kept(self.versions), **fresh.versions}
         merged = {**self.titles, **fresh.titles}
         said = {values[_TITLE] for values in versions.values()}
+        written = {values[_BODY] for values in versions.values()}
+        summaries = {**self.summaries, **fresh.summaries}
         return WindowDigest(
             end=self.end,
             entries={**kept(self.entries), **fresh.entries},
@@ -571,6 +594,7 @@ class WindowDigest:
             paths={**kept(self.paths), **fresh.paths},
             titles={title: texts for title, texts in merged.items() if title in said},
             auxiliary={**self.auxiliary, **fresh.auxiliary},
+            summaries={body: sentence for body, sentence in summaries.items() if body in written},
             evidence=self.evidence,
         )
 
@@ -581,7 +605,7 @@ class WindowDigest:
         changed paths of each of its PRs' head then."""
         if window.end != self.end:
             return None
-        _offer(list(self.titles.values()), self.auxiliary)
+        _offer(list(self.titles.values()), self.auxiliary, self.summaries)
         numbers = sorted(self.entries)
         pull_requests = []
         for number in numbers:
@@ -615,6 +639,7 @@ def window_of_cutoff(
         document["paths"],
         month["paths"],
         month["bodies"],
+        month["summaries"],
         shown,
         month["titles"],
         orjson.loads(auxiliary),
@@ -632,6 +657,7 @@ def window_of_digest(digest: MonthDigest, evidence: bool) -> WindowDigest:
         cut.paths,
         digest.path_table,
         digest.bodies,
+        digest.summaries,
         shown,
         cut.titles,
         digest.auxiliary,
@@ -645,10 +671,12 @@ def _window(
     paths: list[list[Any]],
     path_table: list[str],
     bodies: list[str],
+    summaries: list[str],
     evidence: list[Any] | None,
-    titles: list[list[str]],
+    titles: list[list[Any]],
     auxiliary: dict[str, bool],
 ) -> WindowDigest:
+    written = {values[_BODY] for _, values in versions}  # positions in `bodies`
     return WindowDigest(
         end=end,
         entries={
@@ -658,6 +686,7 @@ def _window(
         paths={number: [path_table[position] for position in positions] for number, positions in paths},
         titles={texts[0]: texts for texts in titles},
         auxiliary=auxiliary,
+        summaries={bodies[position]: summaries[position] for position in written},
         evidence=evidence is not None,
     )
 

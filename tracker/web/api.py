@@ -272,7 +272,7 @@ def status() -> Any:
     # be private) and what went wrong there: the admin's.
     body["publications"] = publications if admin else [_public_part(p) for p in publications]
     if app.config.narrator_model is not None:
-        body["narrator"] = narrator_usage(app.state.engine, app.settings, app.config, names)
+        body["narrator"] = narrator_usage(app.narrations, app.settings, app.config, names)
     return body, 200, headers
 
 
@@ -290,11 +290,12 @@ def _public_part(publication: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in publication.items() if key not in ("target", "detail")}
 
 
-def narrator_usage(engine: Any, settings: Settings, config: TrackerConfig, names: list[str]) -> dict[str, Any]:
+def narrator_usage(
+    store: NarrationStore, settings: Settings, config: TrackerConfig, names: list[str]
+) -> dict[str, Any]:
     """The language-model narrator's model and, per repository using it and month, how many sections have
     prose, what the narrator spent on the month (every request and its tokens, pruned prose and refused
     answers included) and its cost at TRACKER_LLM_INPUT_PRICE / _OUTPUT_PRICE (per million tokens)."""
-    store = NarrationStore(engine)
     months = []
     for name in names:
         if config.narrator_for(name) != "llm":
