@@ -1,7 +1,8 @@
 """Realistic months of pull-request deliveries for the benchmarks.
 
-Each PR is a `tests.factory.PullRequestStory` (GitHub's own example payload, about 24 KB a
-delivery) titled and based on a real merged Megatron-LM PR (the shared test data, data/megatron). Real merged
+Each PR is a `bench.fixtures.factory.PullRequestStory` (GitHub's own example payload, about 24 KB a
+delivery) titled and based on a real merged Megatron-LM PR (the shared test data, data/megatron), its body a
+description written as PR templates are (`description`: reports read it for their summary sentences). Real merged
 PRs carry no opening time and no closed-unmerged or still-open siblings, so the lives built around
 them (open time, pushes, labels, closes, reopens, PRs still open at month end, PRs opened the
 month before) are made up here, from a seeded random generator: the same arguments give the same
@@ -23,7 +24,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # tests.factory lives in the work tree, not in the installed package
+if str(ROOT) not in sys.path:  # bench.fixtures lives in the work tree, not in the installed package
     sys.path.insert(0, str(ROOT))
 
 SHARED = ROOT.parent / "shared"
@@ -47,7 +48,7 @@ class StoredDelivery:
     body: bytes
     received_at: int  # epoch ms: the moment the event happened, as if GitHub sent it at once
     number: int = 0
-    head_sha: str = ""  # the PR's head in this delivery (as tests.factory computes it)
+    head_sha: str = ""  # the PR's head in this delivery (as bench.fixtures.factory computes it)
     title: str = ""  # the real PR this one borrows its title from
 
 
@@ -59,8 +60,8 @@ class RealPullRequest:
 
 
 def _factory() -> Any:
-    """tests.factory with its template loaded here, so that pytest need not be installed."""
-    from tests import factory
+    """bench.fixtures.factory with its template loaded from OPENED_EXAMPLE (TRACKER_SHARED_DIR is honoured)."""
+    from bench.fixtures import factory
 
     if factory._TEMPLATE is None:
         if not OPENED_EXAMPLE.exists():
@@ -154,6 +155,80 @@ def plan_months(months: Sequence[str], prs: int, deliveries: int, seed: int = 1)
     return plans
 
 
+# What PR descriptions look like (real deliveries carry them, and reports read them: tracker.core.descriptions):
+# most follow the repository's template, filled or not, some are a short summary, some are empty.
+_TEMPLATE = """# What does this PR do ?
+<!-- Add a one line overview of what this PR aims to accomplish. -->
+{summary}
+
+:warning: For major changes (either in lines of code or in its impact), please make sure to first share a
+design doc with the team.
+
+## Contribution process
+
+```mermaid
+flowchart LR
+    A[Pre-checks] --> B[PR Tests]
+    B --> C[Expert Review] --> D[Final Review] --> E[Merge]
+```
+
+### Pre-checks
+
+- [ ] I want this PR in a versioned release and have added the appropriate Milestone (e.g., `Core 0.8`)
+- [x] I have added relevant unit tests
+- [ ] I have added proper typing to my code [Typing guidelines](https://docs.python.org/3/library/typing.html)
+- [ ] I have run the [autoformatter.sh](https://github.com/NVIDIA/Megatron-LM/blob/main/tools/autoformat.sh)
+
+### Code review
+
+The following process is enforced via the CODEOWNERS file for changes into `megatron/core`. For changes
+outside of `megatron/core`, it is up to the PR author whether or not to tag the Final Reviewer team.
+
+<details>
+<summary>For MRs into `main` branch</summary>
+
+#### (Step 1): Add PR label `Expert Review`
+
+#### (Step 2): Collect the expert reviewers reviews
+
+1. Attach the `Expert Review` label when your PR is ready for review.
+2. GitHub auto-assigns expert reviewers based on your changes.
+
+</details>
+"""
+_SUMMARY = """## Summary
+
+{summary}
+
+## Test plan
+
+- unit tests: `pytest tests/unit_tests -k {word}`
+- functional test on 8 GPUs, loss curve unchanged
+"""
+_REASONS = ("long runs", "pipeline parallelism", "FP8 training", "checkpoint resumption", "MoE layers", "inference")
+
+
+def description(title: str, rng: random.Random) -> str:
+    """A PR body as people write them: the template with a summary (55 %), a short summary section (20 %), the
+    template left unfilled (10 %) or nothing (15 %)."""
+    summary = f"This PR makes {title.strip().rstrip('.')} work with {rng.choice(_REASONS)}. It also adds unit tests."
+    roll = rng.random()
+    if roll < 0.55:
+        return _TEMPLATE.format(summary=summary)
+    if roll < 0.75:
+        return _SUMMARY.format(summary=summary, word=(title.split() or ["test"])[-1].lower())
+    if roll < 0.85:
+        return _TEMPLATE.format(summary="")
+    return ""
+
+
+def with_description(body: bytes, text: str) -> bytes:
+    """A delivery's JSON with the PR's body set to `text`."""
+    payload = json.loads(body)
+    payload["pull_request"]["body"] = text
+    return json.dumps(payload).encode()
+
+
 def tell(plan: PullRequestPlan) -> list[StoredDelivery]:
     """The deliveries of one PR's life: opened, then pushes and labels (a retitle now and then), and
     an end: merged (60 %), closed unmerged (12 %) or still open; 6 % are closed and reopened first."""
@@ -176,7 +251,7 @@ def tell(plan: PullRequestPlan) -> list[StoredDelivery]:
 
     story = factory.PullRequestStory(plan.number, times[0], repo=REPO, base=plan.base, title=plan.title)
     actions = ["opened"]
-    heads = [0]  # tests.factory numbers a PR's heads 0, 1, 2, ... one more on each push
+    heads = [0]  # bench.fixtures.factory numbers a PR's heads 0, 1, 2, ... one more on each push
     story.opened()
     ending = rng.random()
     middle = times[1:-1] if plan.budget >= 2 else []
@@ -211,11 +286,12 @@ def tell(plan: PullRequestPlan) -> list[StoredDelivery]:
             story.pushed(times[-1])
             actions.append("synchronize")
         heads.append(heads[-1] + (actions[-1] == "synchronize"))
+    body = description(plan.title, rng)
     return [
         StoredDelivery(
             d.delivery_id,
             action,
-            d.body,
+            with_description(d.body, body),
             int(moment.timestamp() * 1000),
             plan.number,
             hashlib.sha1(f"{REPO}#{plan.number}@{head}".encode()).hexdigest(),

@@ -2,8 +2,8 @@
 
 A month of `--prs` pull requests (real Megatron-LM titles and branches, lives made up by the seeded
 generator of bench/_stories.py: opened, pushes, labels, retitles, closes, reopens, merges) is put on
-the local fake GitHub (tests/fake_github.py) as GitHub's REST API would show it afterwards
-(tests/world.py: PR objects, paged issue timelines, files of every head). Then `tracker backfill`'s
+the local fake GitHub (bench/fixtures/fake_github.py) as GitHub's REST API would show it afterwards
+(bench/fixtures/world.py: PR objects, paged issue timelines, files of every head). Then `tracker backfill`'s
 own code (tracker.github.history.read_history) reads it into an empty SQLite ledger, twice.
 
 Baseline, in the same run against the same server: a bare httpx client making the requests a
@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from bench._stories import REPO, plan_month, tell  # noqa: E402
-from tests.fake_github import FakeGitHub  # noqa: E402
-from tests.world import publish_world  # noqa: E402
+from bench.fixtures.fake_github import FakeGitHub  # noqa: E402
+from bench.fixtures.world import publish_world  # noqa: E402
 from tracker.core.history import BACKFILL, history_range  # noqa: E402
 from tracker.github.history import DAILY, END, read_history  # noqa: E402
 from tracker.services import Services  # noqa: E402

@@ -3,7 +3,7 @@
 1. A month of Megatron-LM PRs (real titles, branches and changed paths from
    the shared test data (data/megatron/), lives made up by a seeded generator: opened, 0-3 pushes, labels, an
    edit, a merge or a close) is posted through the real app and processed by in-process RQ workers
-   against a local fake GitHub (tests/fake_github.py). Figures: requests per delivery, files
+   against a local fake GitHub (bench/fixtures/fake_github.py). Figures: requests per delivery, files
    requests per new head against the pages that head needs (the ideal, ratio 1.00), and requests
    caused by actions that must cause none (labels, edits, closes, merges of known heads).
 2. classify_head on the largest real PRs (by file count), with unified-diff patches of their real
@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from rq import SimpleWorker  # noqa: E402
 
-from tests.factory import PullRequestStory  # noqa: E402
-from tests.fake_github import FakeGitHub  # noqa: E402
+from bench.fixtures.factory import PullRequestStory  # noqa: E402
+from bench.fixtures.fake_github import FakeGitHub  # noqa: E402
 from tracker.core.classify import ChangedFile, Rules, classify_head  # noqa: E402
 from tracker.embedded_redis import EmbeddedRedis  # noqa: E402
 from tracker.settings import load_settings  # noqa: E402

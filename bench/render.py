@@ -1,7 +1,8 @@
 """Rendering a Megatron-scale month (issue 14's 1,419 PRs) at a mid-month cutoff, Markdown and HTML.
 
 The month: every real Megatron-LM PR of the shared test data (data/megatron/; 987, March-June 2026) moved into
-one month (their days of month kept), plus made-up ones up to --prs, each opened, pushed 0-2
+one month (their days of month kept), plus made-up ones up to --prs, each with a description written as PR
+templates are (bench/_stories.py: reports read it for their summary sentences), opened, pushed 0-2
 times and merged or left open, with its real changed paths as the files of every head. Deliveries
 are stored straight into a SQLite ledger and derived with `rebuild` (the webhook path is measured
 by ingest.py); files go straight into the head store (the GitHub path is measured elsewhere).
@@ -37,8 +38,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.factory import PullRequestStory  # noqa: E402
-from tests.scenario import REPO, real_prs  # noqa: E402
+from _stories import description, with_description  # noqa: E402
+
+from bench.fixtures.factory import PullRequestStory  # noqa: E402
+from bench.fixtures.scenario import REPO, real_prs  # noqa: E402
 from tracker.config import load_config  # noqa: E402
 from tracker.core import clusters  # noqa: E402
 from tracker.core.classify import ChangedFile  # noqa: E402
@@ -75,6 +78,7 @@ def build_month(directory: Path, count: int, seed: int) -> tuple[Ledger, MonthSt
         if rng.random() < 0.8:
             story.merged(merged_at)
         paths = [f["path"] for f in pr["files"]] or ["README.md"]
+        body = description(pr["title"], rng)
         for d in story.deliveries:
             payload = json.loads(d.body)
             ledger.store(
@@ -86,7 +90,7 @@ def build_month(directory: Path, count: int, seed: int) -> tuple[Ledger, MonthSt
                     None,
                     "application/json",
                     {},
-                    d.body,
+                    with_description(d.body, body),
                     now_ms(),
                 )
             )

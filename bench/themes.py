@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from _stack import _machine_cpu, _own_cpu, interference_note, load_note  # noqa: E402
 
-from tests.paths import MEGATRON  # noqa: E402
+from bench.fixtures.paths import MEGATRON  # noqa: E402
 from tracker.config import TrackerConfig  # noqa: E402
 from tracker.core import clusters  # noqa: E402
 from tracker.core.attributes import AttributeVersion  # noqa: E402

@@ -1,5 +1,8 @@
 """Shared fixtures. Tests use a real Redis and real databases, isolated per test.
 
+- Tiers: a test that starts a process carries the `system` marker; `pytest -m "not system"` is the
+  quick tier; a test without the marker that starts a process fails (tests/support/tiers.py).
+
 - Redis: TRACKER_TEST_REDIS_URL (a database number kept for tests, flushed around each test), or,
   when unset, the embedded server the product itself uses, started once for the session.
 - Ledger: SQLite in the test's temporary directory always; PostgreSQL too when
@@ -8,13 +11,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -22,22 +23,17 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from redis import Redis
-from rq import SimpleWorker
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, inspect
 
-from tests.paths import FIXTURES, MEGATRON, SHARED, WEBHOOKS, require_shared  # noqa: F401  (re-exported for tests)
+from tests.support.app import ACTIVE_GITHUB, SECRET, running_app
+from tests.support.tiers import mark_system, refuse_processes
 from tracker.embedded_redis import EmbeddedRedis
-from tracker.queue import connect_redis, github_queue
+from tracker.queue import connect_redis
 from tracker.reports.digests import forget_held
 from tracker.settings import Settings, load_settings
+from tracker.store import migrations
 from tracker.store.database import connect
 from tracker.store.schema import metadata
-from tracker.web.app import create_app
-from tracker.web.context import services
-from tracker.web.signature import sign
-from workers import runtime
-
-SECRET = "test-webhook-secret"
 
 DATABASES = ["sqlite"] + (["postgresql"] if os.environ.get("TRACKER_TEST_DATABASE_URL") else [])
 
@@ -63,18 +59,23 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["TRACKER_TEST_REDIS_URL"] = parts._replace(path=f"/{db}").geturl()
     database = os.environ.get("TRACKER_TEST_DATABASE_URL")
     if database:
-        from sqlalchemy.engine import make_url
+        os.environ["TRACKER_TEST_DATABASE_URL"] = postgresql_database(database, worker)
 
-        base = make_url(database)
-        own = f"{base.database}_{worker}"
-        engine = create_engine(base, isolation_level="AUTOCOMMIT")
-        try:
-            with engine.connect() as conn:
-                if conn.exec_driver_sql("SELECT 1 FROM pg_database WHERE datname = %s", (own,)).first() is None:
-                    conn.exec_driver_sql(f'CREATE DATABASE "{own}"')
-        finally:
-            engine.dispose()
-        os.environ["TRACKER_TEST_DATABASE_URL"] = base.set(database=own).render_as_string(hide_password=False)
+
+def postgresql_database(url: str, suffix: str) -> str:
+    """The URL of the PostgreSQL database named as `url`'s plus `_suffix`, created when missing."""
+    from sqlalchemy.engine import make_url
+
+    base = make_url(url)
+    own = f"{base.database}_{suffix}"
+    engine = create_engine(base, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            if conn.exec_driver_sql("SELECT 1 FROM pg_database WHERE datname = %s", (own,)).first() is None:
+                conn.exec_driver_sql(f'CREATE DATABASE "{own}"')
+    finally:
+        engine.dispose()
+    return base.set(database=own).render_as_string(hide_password=False)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -142,6 +143,37 @@ TRACKER_ENVIRONMENT = (
 )
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    mark_system(items)
+
+
+@pytest.fixture(autouse=True)
+def no_processes_outside_system(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """A test without the `system` marker may not start a process (tests/support/tiers.py). Session
+    fixtures, such as the embedded Redis started when TRACKER_TEST_REDIS_URL is unset, are set up
+    before this one and are not affected. Yields the attempts (tests/test_tiers.py reads them)."""
+    if request.node.get_closest_marker("system") is not None:
+        yield []
+        return
+    started = refuse_processes(monkeypatch, request.node.nodeid)
+    yield started
+    # A process started from another thread raised there, where the test may not have seen it.
+    if started and not request.node.stash.get(CALL_FAILED, False):
+        pytest.fail(f"started a process without the `system` marker: {started}")
+
+
+CALL_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Remember a failed test, so that `no_processes_outside_system` does not report it twice."""
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[CALL_FAILED] = True
+    return report
+
+
 @pytest.fixture(autouse=True)
 def no_held_windows() -> None:
     """Each test starts as a process that never read a month's window (tracker.reports.digests holds them,
@@ -187,7 +219,7 @@ def redis_url(redis_server_url: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def github_server() -> Iterator[Any]:
-    from tests.fake_github import FakeGitHub
+    from bench.fixtures.fake_github import FakeGitHub
 
     server = FakeGitHub()
     try:
@@ -196,19 +228,23 @@ def github_server() -> Iterator[Any]:
         server.close()
 
 
-_ACTIVE_GITHUB: Any = None
-
-
 @pytest.fixture
 def github(github_server: Any) -> Iterator[Any]:
     """The fake GitHub, emptied; deliveries posted with `post` make their heads known to it."""
-    global _ACTIVE_GITHUB
     github_server.reset()
-    _ACTIVE_GITHUB = github_server
+    ACTIVE_GITHUB.append(github_server)
     try:
         yield github_server
     finally:
-        _ACTIVE_GITHUB = None
+        ACTIVE_GITHUB.clear()
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    """A short temporary directory for a `tracker` process: the embedded Redis listens on a unix socket
+    in it (paths are capped at 108 bytes)."""
+    with tempfile.TemporaryDirectory(prefix="trk-") as directory:
+        yield Path(directory)
 
 
 @pytest.fixture(params=DATABASES)
@@ -216,10 +252,47 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'ledger.sqlite3'}"
     url = os.environ["TRACKER_TEST_DATABASE_URL"]
-    engine = create_engine(url)
-    metadata.drop_all(engine)
-    engine.dispose()
+    empty_postgresql(url)
     return url
+
+
+def empty_postgresql(url: str) -> None:
+    """The tracker's tables as a fresh ledger has them: emptied (TRUNCATE, then the rows a new schema
+    starts with), a few milliseconds, when they are this release's schema at the newest revision, as
+    the test before left them; else dropped, for `connect` to create them again (a few hundred
+    milliseconds), after a test that changed the schema."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            current = migrations.current(conn)
+            tables = set(inspect(conn).get_table_names())
+        if current == migrations.head() and tables.issuperset(metadata.tables):
+            names = ", ".join(f'"{table.name}"' for table in metadata.sorted_tables)
+            with engine.begin() as conn:
+                conn.exec_driver_sql(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
+                for table, rows in fresh_rows().items():
+                    conn.execute(metadata.tables[table].insert(), rows)
+        else:
+            metadata.drop_all(engine)
+    finally:
+        engine.dispose()
+
+
+@cache
+def fresh_rows() -> dict[str, list[dict[str, Any]]]:
+    """The rows a newly created schema holds (the derived schema's version in `ledger_meta`), read from
+    a new SQLite ledger."""
+    with tempfile.TemporaryDirectory() as directory:
+        engine = connect(f"sqlite:///{directory}/fresh.sqlite3")
+        try:
+            with engine.connect() as conn:
+                found = {
+                    table.name: [dict(row._mapping) for row in conn.execute(table.select())]
+                    for table in metadata.sorted_tables
+                }
+        finally:
+            engine.dispose()
+    return {name: rows for name, rows in found.items() if rows}
 
 
 @pytest.fixture
@@ -255,112 +328,41 @@ def settings(tmp_path: Path, database_url: str, redis_url: str, github: Any) -> 
     )
 
 
+@pytest.fixture(scope="module", params=DATABASES)
+def module_database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A database for what one module's tests build once and share (a month delivered through the
+    webhook): SQLite in a directory of the module's, or a PostgreSQL database of its own next to the
+    test database (`..._module`), emptied first. The per-test `database_url` never touches it."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path_factory.mktemp('module') / 'ledger.sqlite3'}"
+    url = postgresql_database(os.environ["TRACKER_TEST_DATABASE_URL"], "module")
+    empty_postgresql(url)
+    return url
+
+
+@pytest.fixture(scope="module")
+def module_settings(
+    tmp_path_factory: pytest.TempPathFactory, module_database_url: str, redis_server_url: str, github_server: Any
+) -> Settings:
+    """`settings` for a module's shared state (`module_database_url`). The test Redis is flushed around
+    every test: what a module shares must be in its database (jobs run to the end before it is shared)."""
+    return load_settings(
+        github_api_url=github_server.url,
+        webhook_secret=SECRET,
+        admin_token="test-admin-token",
+        data_dir=tmp_path_factory.mktemp("var"),
+        database_url=module_database_url,
+        redis_url=redis_server_url,
+        timezone="Asia/Shanghai",
+    )
+
+
 @pytest.fixture
 def app(settings: Settings) -> Iterator[Flask]:
     with running_app(settings) as app:
         yield app
 
 
-@contextmanager
-def running_app(settings: Settings) -> Iterator[Flask]:
-    """The app, with the worker runtime installed for jobs run in this process."""
-    app = create_app(settings)
-    app.config["TESTING"] = True
-    with app.app_context():
-        built = services()
-    runtime.install(built)  # the same services object the web app uses
-    try:
-        yield app
-    finally:
-        runtime.install(None)
-        built.close()
-
-
 @pytest.fixture
 def client(app: Flask) -> FlaskClient:
     return app.test_client()
-
-
-def signed_headers(body: bytes, event: str, delivery_id: str, secret: str = SECRET) -> dict[str, str]:
-    return {
-        "Content-Type": "application/json",
-        "X-GitHub-Event": event,
-        "X-GitHub-Delivery": delivery_id,
-        "X-GitHub-Hook-ID": "4242",
-        "X-Hub-Signature-256": sign(secret.encode(), body),
-        "User-Agent": "GitHub-Hookshot/test",
-    }
-
-
-def post(client: FlaskClient, payload: dict[str, Any] | bytes, event: str, delivery_id: str) -> Any:
-    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-    if _ACTIVE_GITHUB is not None and event == "pull_request":
-        show_head_to_github(body)
-    return client.post("/webhook", data=body, headers=signed_headers(body, event, delivery_id))
-
-
-def show_head_to_github(body: bytes) -> None:
-    from urllib.parse import parse_qs
-
-    try:
-        try:
-            document = json.loads(body)
-        except ValueError:
-            document = json.loads(parse_qs(body.decode())["payload"][0])
-        pr = document["pull_request"]
-        _ACTIVE_GITHUB.saw_head(document["repository"]["full_name"], pr["number"], pr["head"]["sha"], pr["updated_at"])
-    except (ValueError, KeyError, TypeError):
-        pass  # a malformed body: the webhook refuses it anyway
-
-
-def stored_count(app: Flask) -> int:
-    """Deliveries stored, in the ledger or (SQLite) the webhook's inbox, which the drain has yet to move."""
-    with app.app_context():
-        return len(services().ledger.accepted_ids())
-
-
-class BurstWorker(SimpleWorker):
-    """RQ's SimpleWorker without its pub/sub thread, as the tracker's own worker (workers.runtime): that
-    thread serves `rq` command-line requests no test sends, and with redis-py 8.2 a burst worker's
-    teardown sometimes waited for it for minutes (`PubSubWorkerThread.stop` joining a thread blocked in
-    `get_message`)."""
-
-    def subscribe(self) -> None:
-        pass
-
-    def unsubscribe(self) -> None:
-        pass
-
-
-def run_jobs(app: Flask) -> None:
-    """Run every queued job in this process, deliveries first (RQ's own tests do the same)."""
-    with app.app_context():
-        s = services()
-        queues = [s.delivery_queue, s.records_queue, github_queue(s.redis)]
-        while any(q.count for q in queues):
-            BurstWorker(queues, connection=s.redis).work(burst=True, with_scheduler=False)
-
-
-def release_due_jobs(app: Flask, at: float | None = None) -> int:
-    """Move re-scheduled jobs whose time has come (by `at`, epoch seconds, default now) back onto their
-    queue (a worker's scheduler does this every second in production)."""
-    from rq.registry import ScheduledJobRegistry
-
-    released = 0
-    with app.app_context():
-        s = services()
-        for queue in (s.delivery_queue, s.records_queue, github_queue(s.redis)):
-            registry = ScheduledJobRegistry(queue=queue, connection=s.redis)  # type: ignore[no-untyped-call]
-            for job_id in registry.get_jobs_to_schedule(int(time.time() if at is None else at)):
-                job = queue.fetch_job(job_id)
-                registry.remove(job_id)
-                if job is not None:
-                    queue.enqueue_job(job)
-                    released += 1
-    return released
-
-
-def fixture_payload(name: str) -> dict[str, Any]:
-    require_shared()  # GitHub's example payloads: skipped in a clone without ../shared
-    payload: dict[str, Any] = json.loads((WEBHOOKS / name).read_text())
-    return payload

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import ROOT
+from bench.fixtures.paths import ROOT
+
+pytestmark = pytest.mark.system
 
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 

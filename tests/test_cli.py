@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,64 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import SECRET, WEBHOOKS, show_head_to_github
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import WEBHOOKS, needs_shared
+from tests.support.app import SECRET, show_head_to_github
+from tests.support.processes import TRACKER, classified_snapshot, clean_env, free_port, wait_healthy, wait_processed
 from tracker.web.signature import sign
-
-TRACKER = [sys.executable, "-m", "tracker"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def clean_env(**values: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not (k.startswith("TRACKER_") or k in ("REDIS_URL",))}
-    env.update(values)
-    return env
-
-
-def wait_healthy(base: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "the service did not become healthy"
-        time.sleep(0.2)
-
-
-def wait_processed(base: str, count: int, timeout: float = 30) -> dict[str, int]:
-    deadline = time.monotonic() + timeout
-    while True:
-        deliveries: dict[str, int] = httpx.get(f"{base}/api/v1/status").json()["deliveries"]
-        if deliveries["processed"] + deliveries["failed"] >= count:
-            return deliveries
-        assert time.monotonic() < deadline, f"not processed in time: {deliveries}"
-        time.sleep(0.2)
-
-
-def classified_snapshot(url: str, timeout: float = 30) -> dict[str, Any]:
-    """The snapshot once every PR in it is classified (files arrive after the delivery is processed)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        snapshot: dict[str, Any] = httpx.get(url).json()
-        if snapshot["pending_classification"] == 0:
-            return snapshot
-        assert time.monotonic() < deadline, f"still pending: {snapshot}"
-        time.sleep(0.2)
-
-
-@pytest.fixture
-def data_dir() -> Iterator[Path]:
-    # Short: the embedded Redis listens on a unix socket in it (paths are capped at 108 bytes).
-    with tempfile.TemporaryDirectory(prefix="trk-") as directory:
-        yield Path(directory)
 
 
 def show_to_github(github: Any, *paths: Path) -> None:
@@ -322,7 +264,7 @@ def test_finalize_on_the_cli_records_the_month_and_render_serves_it(data_dir: Pa
     from datetime import UTC, datetime
     from zoneinfo import ZoneInfo
 
-    from tests.tracking import Tracker
+    from tests.support.tracking import Tracker
     from tracker.config import TrackerConfig
     from tracker.store.database import connect
     from tracker.store.heads import HeadStore

@@ -10,16 +10,16 @@ from typing import Any
 
 from sqlalchemy import delete
 
-from tests.paths import require_shared
+from bench.fixtures.paths import require_shared
 
-require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
+require_shared()  # the fake GitHub (imported below) reads GitHub's example answers from ../shared as it loads
 
-from tests.conftest import SECRET  # noqa: E402
-from tests.fake_github import Scripted  # noqa: E402
-from tests.scenario import REPO, megatron_month  # noqa: E402
-from tests.test_cli import TRACKER, clean_env, data_dir, free_port, wait_healthy  # noqa: E402, F401  (a fixture)
-from tests.tracking import Tracker  # noqa: E402
-from tests.world import publish_world  # noqa: E402
+from bench.fixtures.fake_github import Scripted  # noqa: E402
+from bench.fixtures.scenario import REPO, megatron_month  # noqa: E402
+from bench.fixtures.world import publish_world  # noqa: E402
+from tests.support.app import SECRET  # noqa: E402
+from tests.support.processes import TRACKER, clean_env, free_port, wait_healthy  # noqa: E402
+from tests.support.tracking import Tracker  # noqa: E402
 from tracker.config import TrackerConfig  # noqa: E402
 from tracker.store.database import connect, derived_schema_outdated  # noqa: E402
 from tracker.store.heads import HeadStore  # noqa: E402

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.conftest import SECRET
 from tests.store.test_migrations import contents, load_old_ledger, make_previous_release_ledger, revision_rows, wipe
-from tests.test_cli import TRACKER, clean_env, free_port, wait_healthy
+from tests.support.app import SECRET
+from tests.support.processes import TRACKER, clean_env, free_port, wait_healthy
 from tracker.store import migrations
 from tracker.store.database import derived_schema_outdated, open_engine
 from tracker.store.ledger import Ledger

@@ -12,10 +12,10 @@ from typing import Any
 
 from rich.console import Console
 
-from tests.conftest import SECRET, BurstWorker, fixture_payload, post, running_app
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
-from tests.test_cli import TRACKER, clean_env
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
+from tests.support.app import SECRET, BurstWorker, fixture_payload, post, running_app
+from tests.support.processes import TRACKER, clean_env
 from tracker.cli import _status_renderables
 from tracker.settings import load_settings
 from tracker.web.context import services

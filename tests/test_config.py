@@ -240,7 +240,8 @@ def test_a_report_url_must_be_a_plain_http_address(tmp_path: Path, url: str) -> 
 
 
 @pytest.mark.parametrize(
-    "url", ["https://tracker.example.com", "http://127.0.0.1:8000", "https://example.com/tracker/", "https://[::1]:8000"]
+    "url",
+    ["https://tracker.example.com", "http://127.0.0.1:8000", "https://example.com/tracker/", "https://[::1]:8000"],
 )
 def test_a_report_url_may_have_a_port_and_a_path(tmp_path: Path, url: str) -> None:
     config = config_from(write(tmp_path, f"defaults:\n  publish:\n    report_url: '{url}'\n"))

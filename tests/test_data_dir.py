@@ -17,8 +17,8 @@ from flask.testing import FlaskClient
 from platformdirs import user_data_dir
 from sqlalchemy.engine import make_url
 
-from tests.conftest import post, run_jobs
-from tests.factory import pr_payload
+from bench.fixtures.factory import pr_payload
+from tests.support.app import post, run_jobs
 from tracker.cli import main
 from tracker.embedded_redis import EmbeddedRedis
 from tracker.settings import POSTGRES_EXTRA, Settings, SettingsError, default_data_dir, load_settings
@@ -76,6 +76,7 @@ def test_the_default_leaves_room_for_the_embedded_redis_socket(monkeypatch: pyte
     assert len(str(socket).encode()) <= SOCKET_LIMIT, socket
 
 
+@pytest.mark.system
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="XDG_DATA_HOME is read on Linux")
 def test_a_default_too_long_for_the_socket_stays_put_and_says_so(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 from sqlalchemy import func, select
 
-from tests.paths import EXAMPLES, MEGATRON, WEBHOOKS, needs_shared
-from tests.test_cli import TRACKER, clean_env, data_dir, free_port, wait_healthy  # noqa: F401  (a fixture)
+from bench.fixtures.paths import EXAMPLES, MEGATRON, WEBHOOKS, needs_shared
+from tests.support.processes import TRACKER, clean_env, free_port, wait_healthy
 from tracker.core.payloads import parse_pull_request_event
 from tracker.demo import BUNDLE, read_bundle
 from tracker.settings import load_settings

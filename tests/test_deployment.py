@@ -44,11 +44,10 @@ from rq import Worker
 from sqlalchemy import create_engine, make_url, select, text
 from sqlalchemy.engine import Engine
 
-from tests.conftest import SECRET, show_head_to_github
-from tests.factory import Delivery, PullRequestStory
-from tests.paths import needs_shared
-from tests.test_cli import clean_env, free_port
-from tests.test_supervisor import wait_until
+from bench.fixtures.factory import Delivery, PullRequestStory
+from bench.fixtures.paths import needs_shared
+from tests.support.app import SECRET, show_head_to_github
+from tests.support.processes import clean_env, free_port, wait_until
 from tracker.store.schema import deliveries, month_activity, pr_facts, pr_versions
 from tracker.web.signature import sign
 

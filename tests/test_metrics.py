@@ -7,17 +7,14 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import yaml
 from flask import Flask
 from flask.testing import FlaskClient
@@ -28,10 +25,10 @@ from redis import Redis
 from rq.job import Job
 from rq.registry import FailedJobRegistry, FinishedJobRegistry
 
-from tests.conftest import SECRET, fixture_payload, post, running_app, show_head_to_github, signed_headers
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
-from tests.test_cli import TRACKER, clean_env, free_port, wait_healthy
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
+from tests.support.app import SECRET, fixture_payload, post, running_app, show_head_to_github, signed_headers
+from tests.support.processes import TRACKER, clean_env, free_port, wait_healthy
 from tracker import metrics
 from tracker.github.client import RateLimitState
 from tracker.github.quota import Quota
@@ -274,13 +271,6 @@ def test_label_values_come_from_fixed_sets() -> None:
 
 
 # --- `tracker run`: several processes, one sum ----------------------------------------------------
-
-
-@pytest.fixture
-def data_dir() -> Iterator[Path]:
-    # Short: the embedded Redis listens on a unix socket in it (paths are capped at 108 bytes).
-    with tempfile.TemporaryDirectory(prefix="trk-") as directory:
-        yield Path(directory)
 
 
 def per_process_received(directory: Path) -> dict[str, float]:

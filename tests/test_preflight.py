@@ -10,38 +10,27 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import SECRET
-from tests.test_cli import TRACKER, clean_env, free_port, wait_healthy
+from tests.support.app import SECRET
+from tests.support.processes import TRACKER, clean_env, free_port, wait_healthy
 from tracker.supervisor import Child, ChildKeepsDying, RestartPolicy, _start, _stop_all, _watch
 
 # A closed port on loopback: PostgreSQL that does not answer (never a real database).
 UNREACHABLE_DATABASE = "postgresql+psycopg://u@127.0.0.1:9/x"
 # A Python start-up and a failed check, on a busy machine.
-FAST = 15.0
+FAST = 15.0  # seconds: a refusal comes at once (about a second); this only says it does not hang
 
 
-@pytest.fixture
-def data_dir() -> Iterator[Path]:
-    # Short: the embedded Redis listens on a unix socket in it (paths are capped at 108 bytes).
-    with tempfile.TemporaryDirectory(prefix="trk-") as directory:
-        yield Path(directory)
-
-
-def run_and_fail(data_dir: Path, *arguments: str, **values: str) -> tuple[int, list[str], float]:
-    """`tracker run` that must refuse to start: its exit code, its stderr lines, how long it took."""
+def run_and_fail(data_dir: Path, *arguments: str, **values: str) -> tuple[int, list[str]]:
+    """`tracker run` that must refuse to start, at once (within FAST): its exit code and stderr lines."""
     env = clean_env(TRACKER_DATA_DIR=str(data_dir), **values)
-    started = time.monotonic()
-    done = subprocess.run([*TRACKER, "run", *arguments], env=env, capture_output=True, timeout=60)
-    took = time.monotonic() - started
+    done = subprocess.run([*TRACKER, "run", *arguments], env=env, capture_output=True, timeout=FAST)
     assert done.stdout == b""
-    return done.returncode, done.stderr.decode().strip().splitlines(), took
+    return done.returncode, done.stderr.decode().strip().splitlines()
 
 
 def nothing_started(data_dir: Path) -> None:
@@ -60,22 +49,20 @@ def nothing_started(data_dir: Path) -> None:
 def test_an_invalid_config_is_one_line_and_exit_code_2(data_dir: Path, config: str, expected: str) -> None:
     path = data_dir / "tracker.yaml"
     path.write_text(config)
-    code, lines, took = run_and_fail(
+    code, lines = run_and_fail(
         data_dir, "--port", str(free_port()), TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_CONFIG=str(path)
     )
     assert code == 2
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"Error: TRACKER_CONFIG {path} ") and expected in lines[0], lines
-    assert took < FAST
     nothing_started(data_dir)
     assert not (data_dir / "ledger.sqlite3").exists()  # the config is checked before the database
 
 
 def test_a_missing_secret_is_one_line_and_exit_code_2(data_dir: Path) -> None:
-    code, lines, took = run_and_fail(data_dir, "--port", str(free_port()))
+    code, lines = run_and_fail(data_dir, "--port", str(free_port()))
     assert code == 2
     assert len(lines) == 1 and lines[0].startswith("Error: TRACKER_WEBHOOK_SECRET is not set: set it to"), lines
-    assert took < FAST
     nothing_started(data_dir)
 
 
@@ -84,10 +71,9 @@ def test_a_port_taken_is_one_line_naming_the_fix(data_dir: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        code, lines, took = run_and_fail(data_dir, "--port", str(port), TRACKER_WEBHOOK_SECRET=SECRET)
+        code, lines = run_and_fail(data_dir, "--port", str(port), TRACKER_WEBHOOK_SECRET=SECRET)
     assert code == 1
     assert lines == [f"Error: port {port} on 127.0.0.1 is taken: stop what uses it or pass --port"]
-    assert took < FAST
     nothing_started(data_dir)
 
 
@@ -99,17 +85,15 @@ def test_tracker_web_alone_refuses_a_taken_port_in_one_line(data_dir: Path) -> N
         env = clean_env(
             TRACKER_DATA_DIR=str(data_dir), TRACKER_WEBHOOK_SECRET=SECRET, REDIS_URL="redis://127.0.0.1:9/0"
         )
-        started = time.monotonic()
-        done = subprocess.run([*TRACKER, "web", "--port", str(port)], env=env, capture_output=True, timeout=60)
+        done = subprocess.run([*TRACKER, "web", "--port", str(port)], env=env, capture_output=True, timeout=FAST)
     assert done.returncode == 1
     assert done.stderr.decode().strip().splitlines() == [
         f"Error: port {port} on 127.0.0.1 is taken: stop what uses it or pass --port"
     ]
-    assert time.monotonic() - started < FAST
 
 
 def test_a_host_that_is_not_an_address_is_one_line(data_dir: Path) -> None:
-    code, lines, _ = run_and_fail(
+    code, lines = run_and_fail(
         data_dir, "--host", "no-such-host.invalid", "--port", str(free_port()), TRACKER_WEBHOOK_SECRET=SECRET
     )
     assert code == 2
@@ -119,7 +103,7 @@ def test_a_host_that_is_not_an_address_is_one_line(data_dir: Path) -> None:
 
 def test_an_unreachable_redis_is_one_line_naming_the_fix(data_dir: Path) -> None:
     redis_port = free_port()  # nothing listens there
-    code, lines, took = run_and_fail(
+    code, lines = run_and_fail(
         data_dir,
         "--port",
         str(free_port()),
@@ -130,24 +114,22 @@ def test_an_unreachable_redis_is_one_line_naming_the_fix(data_dir: Path) -> None
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"Error: Redis at 127.0.0.1:{redis_port}/10 does not answer ("), lines
     assert "fix REDIS_URL" in lines[0]
-    assert took < FAST
     nothing_started(data_dir)
 
 
 def test_an_unreachable_database_is_one_line_naming_the_fix(data_dir: Path) -> None:
-    code, lines, took = run_and_fail(
+    code, lines = run_and_fail(
         data_dir, "--port", str(free_port()), TRACKER_WEBHOOK_SECRET=SECRET, TRACKER_DATABASE_URL=UNREACHABLE_DATABASE
     )
     assert code == 1
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"Error: the database at {UNREACHABLE_DATABASE} cannot be used ("), lines
     assert "Connection refused" in lines[0] and "fix TRACKER_DATABASE_URL" in lines[0]
-    assert took < FAST
     nothing_started(data_dir)
 
 
 def test_a_database_password_is_not_shown(data_dir: Path) -> None:
-    code, lines, _ = run_and_fail(
+    code, lines = run_and_fail(
         data_dir,
         "--port",
         str(free_port()),

@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import factory
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
+from bench.fixtures import factory
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
 from tracker.config import TrackerConfig
 from tracker.core.classify import ChangedFile, Rules
 from tracker.reports.loading import load_snapshot, snapshot_json
@@ -72,7 +72,7 @@ REPORTS = [
 ]
 TODAY = date(2026, 12, 1)
 PROPERTY_SETTINGS = settings(
-    max_examples=40,
+    max_examples=25,  # each example is a month of stories through the webhook and the jobs: seconds
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

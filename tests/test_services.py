@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
-from tests.paths import needs_shared
+from bench.fixtures.paths import needs_shared
 from tracker.services import Services
 from tracker.settings import Settings, SettingsError, load_settings
 from tracker.web.app import create_app

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,18 +24,25 @@ from redis import Redis
 from rq import Queue
 from rq.job import Job, JobStatus
 
-from tests.conftest import SECRET, show_head_to_github
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
-from tests.test_cli import TRACKER, clean_env, free_port, wait_healthy
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
+from tests.support.app import SECRET, show_head_to_github
+from tests.support.processes import (
+    LOCK,
+    TRACKER,
+    alive,
+    clean_env,
+    free_port,
+    scheduler_holding,
+    wait_healthy,
+    wait_until,
+)
 from tracker.queue import QUEUE_NAME, WORKER_DEQUEUE_TIMEOUT
 from tracker.web.signature import sign
 from workers.drain import take_lock
 from workers.runtime import MAINTENANCE_INTERVAL
 
 pytestmark = needs_shared
-
-LOCK = f"rq:scheduler-lock:{QUEUE_NAME}"
 
 
 @dataclass
@@ -69,13 +75,6 @@ def start_run(data_dir: Path, github: Any, workers: int, **environment: str) -> 
     running = Running(f"http://127.0.0.1:{port}", data_dir, process, log)
     wait_healthy(running.base)
     return running
-
-
-@pytest.fixture
-def data_dir() -> Iterator[Path]:
-    # Short: the embedded Redis listens on a unix socket in it (paths are capped at 108 bytes).
-    with tempfile.TemporaryDirectory(prefix="trk-") as directory:
-        yield Path(directory)
 
 
 @pytest.fixture
@@ -117,19 +116,6 @@ def post(base: str, delivery_id: str, body: bytes) -> httpx.Response:
         "X-Hub-Signature-256": sign(SECRET.encode(), body),
     }
     return httpx.post(f"{base}/webhook", content=body, headers=headers, timeout=30)
-
-
-def wait_until(condition: Any, timeout: float, what: str) -> float:
-    """Seconds until `condition()` held; fails after `timeout`."""
-    started = time.monotonic()
-    while True:
-        try:
-            if condition():
-                return time.monotonic() - started
-        except Exception:
-            pass
-        assert time.monotonic() - started < timeout, what
-        time.sleep(0.1)
 
 
 def processed(base: str) -> int:
@@ -185,25 +171,6 @@ def test_a_killed_embedded_redis_is_restarted_and_what_came_meanwhile_is_process
 
 
 # --- the RQ scheduler --------------------------------------------------------------------------
-
-
-def scheduler_holding(redis: Redis) -> tuple[str, int] | None:
-    """The name and pid of the live scheduler holding the deliveries lock, if any."""
-    name = redis.get(LOCK)
-    if name is None:
-        return None
-    pid = redis.hget(f"rq:scheduler:{name.decode()}", "pid")
-    if pid is None or not alive(int(pid)):
-        return None
-    return name.decode(), int(pid)
-
-
-def alive(pid: int) -> bool:
-    """Running, not a zombie (an orphan nobody reaped: PID 1 of a container may never do it)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def a_scheduled_job_runs(redis: Redis, timeout: float) -> None:

@@ -1,4 +1,4 @@
-"""The fake GitHub's REST view of a month (tests/world.py): pulls, timelines, deletions, hook
+"""The fake GitHub's REST view of a month (bench/fixtures/world.py): pulls, timelines, deletions, hook
 deliveries and redeliveries, rate limits."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -16,22 +15,19 @@ import pytest
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
-from tests.paths import require_shared
+from bench.fixtures.paths import require_shared
+from tests.support.clock import at
 
-require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
+require_shared()  # the fake GitHub (imported below) reads GitHub's example answers from ../shared as it loads
 
-from tests.factory import PullRequestStory  # noqa: E402
-from tests.fake_github import FakeGitHub, Scripted  # noqa: E402
-from tests.scenario import REPO, megatron_month  # noqa: E402
-from tests.world import publish_world, pull_fields  # noqa: E402
+from bench.fixtures.factory import PullRequestStory  # noqa: E402
+from bench.fixtures.fake_github import FakeGitHub, Scripted  # noqa: E402
+from bench.fixtures.scenario import REPO, megatron_month  # noqa: E402
+from bench.fixtures.world import publish_world, pull_fields  # noqa: E402
 from tracker.web.signature import is_valid  # noqa: E402
 
 HOOK = 4242
 SECRET = "world-secret"
-
-
-def at(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def head(story: PullRequestStory, index: int) -> str:

@@ -10,14 +10,14 @@ What is real and what is made up
   counts), and the merge instant of every PR the sample merges. The month's PRs are a spread of the
   PRs merged in May 2026 (Asia/Shanghai, by merge time) plus every dev/main pair merged in May; the
   PRs still open or closed without merge at the month's end are real PRs merged in early June.
-- Made up, by a seeded generator (as tests/scenario.py does; the data README allows it): the lives
+- Made up, by a seeded generator (as bench/fixtures/scenario.py does; the data README allows it): the lives
   before the merge (opening times, pushes, labels, one close and reopen), which June PRs were open on
   May 31 and which were closed unmerged then, the authors (GitHub's example user, Codertocat), and the
   patches (one or two lines naming the real change's line counts; real file contents are not in the
   data). Earlier heads of a PR change a leading part of its final head's files.
 
 The webhook payloads are GitHub's example `pull_request.opened.json`, changed per delivery the way
-tests/factory.py does (action, numbers, state, instants, base, head, labels), then made small: the
+bench/fixtures/factory.py does (action, numbers, state, instants, base, head, labels), then made small: the
 `repository`, `sender`, `user`, `base.repo`/`head.repo` objects keep the few fields that name them
 (the tracker reads `repository.full_name` only), and the example's `installation` (a GitHub App's;
 a plain webhook sends none), `_links`, assignees, reviewers and the example objects' ids are left out.
@@ -42,11 +42,11 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # tests.factory lives in the work tree, not in the installed package
+if str(ROOT) not in sys.path:  # bench.fixtures lives in the work tree, not in the installed package
     sys.path.insert(0, str(ROOT))
 
-from tests.factory import pr_payload  # noqa: E402
-from tests.paths import MEGATRON, WEBHOOKS  # noqa: E402
+from bench.fixtures.factory import pr_payload  # noqa: E402
+from bench.fixtures.paths import MEGATRON, WEBHOOKS  # noqa: E402
 
 REPO = "NVIDIA/Megatron-LM"
 MONTH = "2026-05"

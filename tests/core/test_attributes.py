@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.factory import pr_payload
-from tests.paths import WEBHOOKS, needs_shared
+from bench.fixtures.factory import pr_payload
+from bench.fixtures.paths import WEBHOOKS, needs_shared
 from tracker.core.attributes import AttributeVersion, version_at, version_of
 from tracker.core.payloads import parse_pull_request_event
 

@@ -681,6 +681,7 @@ print(classify_pull_request(verdict, title, [title], rules)[0], classify_pull_re
 """
 
 
+@pytest.mark.system
 def test_a_catastrophic_format_pattern_cannot_hang_classification(tmp_path: Path) -> None:
     config = tmp_path / "tracker.yaml"
     config.write_text("repositories:\n  acme/widgets:\n    classification:\n      format_pattern: '^(a+)+$'\n")
@@ -693,7 +694,7 @@ def test_a_catastrophic_format_pattern_cannot_hang_classification(tmp_path: Path
 
 # --- Real merged Megatron-LM PRs ---------------------------------------------------------------------
 
-from tests.paths import MEGATRON, needs_shared  # noqa: E402
+from bench.fixtures.paths import MEGATRON, needs_shared  # noqa: E402
 
 # git's name-status letters to GitHub's file status; `T` (type change, one file in PR 4436) is GitHub's `changed`.
 STATUS = {"A": "added", "M": "modified", "D": "removed", "R": "renamed", "T": "changed"}

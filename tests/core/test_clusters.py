@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score, rand_score
 
-from tests import bullets as read
-from tests.bullets import CITATION
-from tests.paths import EXAMPLES, SHARED, needs_shared
+from bench.fixtures.paths import EXAMPLES, SHARED, needs_shared
+from tests.support import bullets as read
+from tests.support.bullets import CITATION
 from tracker.config import TrackerConfig
 from tracker.core import clusters
 from tracker.core.attributes import AttributeVersion

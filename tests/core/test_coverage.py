@@ -7,19 +7,15 @@ Expected days are written by hand from README "History before the hook, and gaps
 from __future__ import annotations
 
 import random
-from datetime import date, datetime
+from datetime import date
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.clock import utc
 from tracker.core.coverage import Coverage, window_coverage
 from tracker.core.window import Month, Window, month_window
 from tracker.store.month_state import best_facts
-
-
-def utc(text: str) -> int:
-    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
-
 
 # May 2026 through the 31st, in Shanghai: 2026-04-30T16:00Z to 2026-05-31T16:00Z.
 MAY = month_window(Month(2026, 5), date(2026, 5, 31), "Asia/Shanghai")

@@ -2,7 +2,7 @@
 touches, and the head whose files should be fetched) and `tracker/core/repository.py` (`repository_key`).
 
 Deliveries are GitHub's own example payloads (../shared/fixtures/github/webhooks) and realistic stories
-built on them by `tests/factory.py`. Every expected value is written by hand from the payload and from
+built on them by `bench/fixtures/factory.py`. Every expected value is written by hand from the payload and from
 SEMANTICS ("Events and state", "Window").
 """
 
@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
 
-from tests.factory import PullRequestStory, delivery, pr_payload
-from tests.paths import WEBHOOKS, needs_shared
+from bench.fixtures.factory import PullRequestStory, delivery, pr_payload
+from bench.fixtures.paths import WEBHOOKS, needs_shared
+from tests.support.clock import at, utc
 from tracker.core.attributes import AttributeVersion
 from tracker.core.derive import Derivation, derive
 from tracker.core.payloads import IncompleteBody, MalformedBody
@@ -32,15 +32,6 @@ PULL_REQUEST_FILES = [*sorted(WEBHOOKS.glob("pull_request.*.json")), *sorted(WEB
 # GitHub's example PR (Codertocat/Hello-World #2).
 HEAD_SHA = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
 BASE_SHA = "f95f852bd8fca8fcc58a9a2d6c842781e32a215e"
-
-
-def utc(text: str) -> int:
-    """Epoch seconds of an ISO-8601 UTC instant written `...Z`."""
-    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
-
-
-def at(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
 def in_utc(full_name: str) -> str:

@@ -6,11 +6,9 @@ button, Dependabot, Renovate and release tools write elsewhere.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import pytest
 
+from tests.support.watchdog import finishes
 from tracker.core.groups import MAX_TITLE
 from tracker.core.noise import (
     BUILD,
@@ -237,17 +235,6 @@ def test_the_theme_names() -> None:
 
 # --- hostile input ---------------------------------------------------------------------------------------
 
-BOUND_SECONDS = 1.0
-
-
-def fastest(call: Callable[[], object], tries: int = 3) -> float:
-    best = float("inf")
-    for _ in range(tries):
-        started = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - started)
-    return best
-
 
 @pytest.mark.parametrize(
     "title",
@@ -262,12 +249,11 @@ def fastest(call: Callable[[], object], tries: int = 3) -> float:
     ],
     ids=["long", "nested-quotes", "nested-conventional", "long-bump", "syncs", "parentheses", "ellipses"],
 )
-def test_hostile_titles_finish_quickly(title: str) -> None:
+def test_hostile_titles_finish(title: str) -> None:
     items = [item(n, title) for n in range(1, 201)]
     body = "Reverts #1\n" * 5_000 + "Reverts owner/" + "x" * 60_000
     items.append(item(500, title, body=body))
-    seconds = fastest(lambda: (reversions(items), maintenance_kind(title, ["uv.lock"] * 1000)))
-    assert seconds < BOUND_SECONDS
+    finishes(lambda: (reversions(items), maintenance_kind(title, ["uv.lock"] * 1000)))
 
 
 def test_a_nested_revert_is_read_up_to_max_title() -> None:
@@ -279,7 +265,7 @@ def test_a_nested_revert_is_read_up_to_max_title() -> None:
     assert reversions([item(1, inner), item(2, too_long)]).pairs == ()
 
 
-def test_many_reverts_of_one_title_finish_quickly() -> None:
+def test_many_reverts_of_one_title_finish() -> None:
     items = [item(n, "Fix the router" if n % 2 else 'Revert "Fix the router"') for n in range(1, 3001)]
     found = None
 
@@ -287,6 +273,6 @@ def test_many_reverts_of_one_title_finish_quickly() -> None:
         nonlocal found
         found = reversions(items)
 
-    assert fastest(run) < 0.5
+    finishes(run)
     assert found is not None and len(found.pairs) == 1500  # each revert undoes the one just before it
     assert all(revert == reverted + 1 for revert, reverted in found.pairs)

@@ -11,7 +11,7 @@ from urllib.parse import quote_plus, urlencode
 
 import pytest
 
-from tests.paths import WEBHOOKS, needs_shared
+from bench.fixtures.paths import WEBHOOKS, needs_shared
 from tracker.core.payloads import (
     IncompleteBody,
     MalformedBody,

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.paths import EXAMPLES, SHARED, needs_shared
+from bench.fixtures.paths import EXAMPLES, SHARED, needs_shared
 from tracker.config import TrackerConfig, load_config
 from tracker.core.classify import Category, ChangedFile, Rules, classify_head
 from tracker.core.taxonomy import HighlightConfig, ThemeConfig

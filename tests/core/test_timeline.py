@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import itertools
 import json
-from datetime import UTC, date, datetime
+from datetime import date
 from typing import Any
 
 import pytest
 
-from tests.factory import pr_payload
-from tests.paths import WEBHOOKS, needs_shared
+from bench.fixtures.factory import pr_payload
+from bench.fixtures.paths import WEBHOOKS, needs_shared
+from tests.support.clock import utc
 from tracker.core.payloads import parse_pull_request_event
 from tracker.core.timeline import Activity, Fact, FactKind, PRState, facts_of, ordered, state_before
 from tracker.core.window import Month, month_window
@@ -27,10 +28,6 @@ OPENED, COMMIT, CLOSED, REOPENED, MERGED = (
     FactKind.REOPENED,
     FactKind.MERGED,
 )
-
-
-def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> int:
-    return int(datetime(year, month, day, hour, minute, second, tzinfo=UTC).timestamp())
 
 
 def event(action: str, **fields: Any) -> Any:

@@ -15,8 +15,8 @@ from functools import cache
 import pytest
 import yaml
 
+from bench.fixtures.paths import EXAMPLES, SHARED, needs_shared
 from tests.core.test_clusters import generated_month, megatron_taxonomy
-from tests.paths import EXAMPLES, SHARED, needs_shared
 from tracker.config import TrackerConfig
 from tracker.core import clusters
 from tracker.core.attributes import AttributeVersion

@@ -10,14 +10,11 @@ from datetime import UTC, date, datetime
 
 import pytest
 
+from tests.support.clock import utc
 from tracker.core.window import Month, WindowError, month_of, month_window, resolve_window, today_in
 
 SHANGHAI = "Asia/Shanghai"
 NEW_YORK = "America/New_York"
-
-
-def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> int:
-    return int(datetime(year, month, day, hour, minute, second, tzinfo=UTC).timestamp())
 
 
 # --- month_window -------------------------------------------------------------------------------

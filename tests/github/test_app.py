@@ -29,8 +29,8 @@ from redis import Redis
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
-from tests.conftest import SECRET, fixture_payload, post, run_jobs, running_app
-from tests.paths import FIXTURES, require_shared
+from bench.fixtures.paths import FIXTURES, require_shared
+from tests.support.app import SECRET, fixture_payload, post, run_jobs, running_app
 from tracker.github.app import TOKEN_MARGIN, AppNotInstalled, GitHubApp
 from tracker.github.client import BadAnswer, GitHubClient, RequestRefused
 from tracker.services import Services

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from tests.paths import require_shared
+from bench.fixtures.paths import require_shared
 
-require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
+require_shared()  # the fake GitHub (imported below) reads GitHub's example answers from ../shared as it loads
 
-from tests.fake_github import FakeGitHub, Scripted  # noqa: E402
+from bench.fixtures.fake_github import FakeGitHub, Scripted  # noqa: E402
 from tracker.github import client as client_module  # noqa: E402
 from tracker.github.client import (  # noqa: E402
     FILES_PAGES,

@@ -7,11 +7,11 @@ from datetime import date
 
 import pytest
 
-from tests.paths import require_shared
+from bench.fixtures.paths import require_shared
 
-require_shared()  # tests.fake_github reads GitHub's example answers from ../shared as it loads
+require_shared()  # bench.fixtures.fake_github reads GitHub's example answers from ../shared as it loads
 
-from tests.fake_github import FakeGitHub, Scripted  # noqa: E402
+from bench.fixtures.fake_github import FakeGitHub, Scripted  # noqa: E402
 from tests.github.test_client import MemoryCache, client_for  # noqa: E402
 from tracker.core.window import Month, month_window  # noqa: E402
 from tracker.github.client import RateLimited  # noqa: E402

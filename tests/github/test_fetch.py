@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +12,14 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.paths import require_shared
+from bench.fixtures.paths import require_shared
+from tests.support.clock import at
 
-require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
+require_shared()  # the fake GitHub (imported below) reads GitHub's example answers from ../shared as it loads
 
-from tests.conftest import BurstWorker, post, release_due_jobs, run_jobs  # noqa: E402
-from tests.factory import PullRequestStory  # noqa: E402
-from tests.fake_github import FakeGitHub, Scripted  # noqa: E402
+from bench.fixtures.factory import PullRequestStory  # noqa: E402
+from bench.fixtures.fake_github import FakeGitHub, Scripted  # noqa: E402
+from tests.support.app import BurstWorker, post, release_due_jobs, run_jobs  # noqa: E402
 from tracker.config import load_config  # noqa: E402
 from tracker.store.rebuild import rebuild  # noqa: E402
 from tracker.web.context import services  # noqa: E402
@@ -29,16 +29,12 @@ REPO = "NVIDIA/Megatron-LM"
 MONTH = f"/api/v1/repos/{REPO}/months/2026-09"
 
 
-def at(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
 def deliver(client: FlaskClient, story: PullRequestStory, *, show_to_github: bool = True) -> None:
     for d in story.deliveries:
         if show_to_github:
             assert post(client, d.body, d.event, d.delivery_id).status_code == 202
         else:
-            from tests.conftest import signed_headers
+            from tests.support.app import signed_headers
 
             client.post("/webhook", data=d.body, headers=signed_headers(d.body, d.event, d.delivery_id))
 
@@ -82,7 +78,6 @@ def test_a_test_only_pr_is_excluded_with_evidence(app: Flask, client: FlaskClien
 def test_pending_until_the_files_arrive(app: Flask, client: FlaskClient, github: FakeGitHub) -> None:
     deliver(client, PullRequestStory(1, at("2026-09-02T01:00:00Z")).opened())
     with app.app_context():
-
         s = services()
         BurstWorker([s.delivery_queue], connection=s.redis).work(burst=True)  # deliveries only, not GitHub
     document = snapshot(client)
@@ -265,7 +260,6 @@ def test_a_rate_limit_holds_every_fetch_back(app: Flask, client: FlaskClient, gi
 def test_the_sweep_asks_again_for_files_lost_with_redis(app: Flask, client: FlaskClient, github: FakeGitHub) -> None:
     deliver(client, PullRequestStory(1, at("2026-09-02T01:00:00Z")).opened())
     with app.app_context():
-
         from workers.sweep import sweep
 
         s = services()

@@ -1,11 +1,10 @@
-"""The chat completions client against a local fake OpenAI-compatible server (tests/fake_openai.py).
+"""The chat completions client against a local fake OpenAI-compatible server (tests/support/fake_openai.py).
 
 Waits go through an injected sleep that only records them, so retries cost no time; the timeout
 test alone waits for real (0.2 s)."""
 
 from __future__ import annotations
 
-import time
 import traceback
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -15,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fake_openai import PATH, FakeOpenAI, Reply, Slow, Status, error_object
+from tests.support.fake_openai import PATH, FakeOpenAI, Reply, Slow, Status, error_object
 from tracker.llm import ChatClient, Completion, LlmError
 
 KEY = "sk-proj-test-7Hq2Zr9LmXw4"
@@ -247,11 +246,9 @@ def test_a_connection_error_then_an_answer(fake: FakeOpenAI, sleeps: list[float]
 
 def test_a_timeout_raises_at_once(fake: FakeOpenAI, sleeps: list[float]) -> None:
     fake.script(Slow(1.0), Reply(ANSWER))
-    started = time.monotonic()
     with client_for(fake, sleeps, timeout=0.2) as client:
         error = failure(client)
-    assert time.monotonic() - started < 0.9
-    assert error.kind == "timeout"
+    assert error.kind == "timeout"  # not the answer, which came after a second
     assert "within 0.2 s" in str(error)
     assert len(fake.requests) == 1  # not retried
     assert sleeps == []

@@ -1,4 +1,4 @@
-"""tracker/llm/narrator.py against a local fake OpenAI-compatible server (tests/fake_openai.py).
+"""tracker/llm/narrator.py against a local fake OpenAI-compatible server (tests/support/fake_openai.py).
 
 Each case scripts the model's answers and checks that the narration ends in validated prose or in the
 documented fallback, never in prose that mis-cites: valid output; invalid JSON; a change dropped, one
@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from tests.bullets import CITATION
 from tests.core import test_narration_shape as shape
 from tests.core.test_narration import PRS, VALID, laid_out
 from tests.core.test_report import MERGED, PR
-from tests.fake_openai import FakeOpenAI, Reply, Slow, Status
+from tests.support.bullets import CITATION
+from tests.support.fake_openai import FakeOpenAI, Reply, Slow, Status
 from tracker.core import narration
 from tracker.core.narration import SectionProse
 from tracker.core.report import DELIVERED, IN_PROGRESS

@@ -18,15 +18,18 @@ import pytest
 from flask import Flask
 from werkzeug.serving import make_server
 
-from tests.paths import require_shared
+from bench.fixtures.paths import require_shared
 
-require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
+require_shared()  # the fake GitHub (imported below) reads GitHub's example answers from ../shared as it loads
 
-from tests.conftest import running_app  # noqa: E402
-from tests.fake_github import FakeGitHub  # noqa: E402
-from tests.paths import ROOT  # noqa: E402
-from tests.scenario import REPO, deliver, megatron_month  # noqa: E402
+from bench.fixtures.fake_github import FakeGitHub  # noqa: E402
+from bench.fixtures.paths import ROOT  # noqa: E402
+from bench.fixtures.scenario import REPO, megatron_month  # noqa: E402
+from tests.support.app import deliver_month as deliver  # noqa: E402
+from tests.support.app import running_app  # noqa: E402
 from tracker.settings import Settings  # noqa: E402
+
+pytestmark = pytest.mark.system
 
 OUTPUT = ROOT / "test-output"
 CHROMIUM = "/usr/bin/chromium"

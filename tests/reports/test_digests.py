@@ -13,7 +13,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.paths import require_shared
+from bench.fixtures.paths import require_shared
 
 require_shared()
 

@@ -13,9 +13,9 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.paths import require_shared
+from bench.fixtures.paths import require_shared
 
-require_shared()  # tests.fake_github reads GitHub's example answers from ../shared as it loads
+require_shared()  # bench.fixtures.fake_github reads GitHub's example answers from ../shared as it loads
 
 from tests.reports.test_warm import REPO, TIMEZONE, deliver, this_month  # noqa: E402
 from tracker.reports.cache import rendered_bytes  # noqa: E402

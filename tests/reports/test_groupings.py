@@ -1,6 +1,6 @@
 """The theme grouping kept in Redis by content (tracker.reports.groupings): read instead of computed, never
 stale when the data changes, and the same as a computation from nothing. A real ledger (SQLite), a real
-Redis, real Megatron-LM titles and paths (tests/scenario.py), applied the way the worker applies them."""
+Redis, real Megatron-LM titles and paths (bench/fixtures/scenario.py), applied the way the worker applies them."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
-from tests.scenario import REPO, megatron_month
-from tests.tracking import Tracker
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
+from bench.fixtures.scenario import REPO, megatron_month
+from tests.support.tracking import Tracker
 from tracker.config import TrackerConfig
 from tracker.core import clusters
 from tracker.core.noise import MAINTENANCE_THEME

@@ -1,7 +1,7 @@
 """Unit tests of tracker.reports.loading (what was asked, read from a real ledger) and
 tracker.reports.cache (rendered reports kept in a real Redis), without the web app.
 
-Deliveries are built with tests/factory.py, stored in a SQLite ledger and applied to the derived
+Deliveries are built with bench/fixtures/factory.py, stored in a SQLite ledger and applied to the derived
 state the way the worker does (`Ledger.store`, then `MonthState.apply` of `derive`); files arrive
 through `HeadStore.store`, as the GitHub fetch job stores them.
 """
@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
-from tests import factory
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
-from tests.tracking import Tracker
+from bench.fixtures import factory
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
+from tests.support.clock import utc
+from tests.support.tracking import Tracker
 from tracker.config import RepositoryConfig, TrackerConfig
 from tracker.core.report import Report
 from tracker.core.window import WindowError
@@ -53,10 +54,6 @@ FILES = {
 def shanghai(month: int, day: int, hour: int = 12) -> datetime:
     """A local time in Asia/Shanghai (UTC+8, no daylight saving), as a UTC datetime."""
     return datetime(2026, month, day, hour, tzinfo=UTC) - timedelta(hours=8)
-
-
-def utc(month: int, day: int, hour: int = 0) -> int:
-    return int(datetime(2026, month, day, hour, tzinfo=UTC).timestamp())
 
 
 @pytest.fixture
@@ -159,7 +156,7 @@ def test_a_repository_resolves_to_its_stored_spelling_whatever_the_case(filled: 
     assert request.window.cutoff == date(2026, 9, 13)
     assert request.window.timezone == "Asia/Shanghai"
     # Local midnight of Sep 1 to local midnight after Sep 13, Asia/Shanghai being UTC+8.
-    assert (request.window.start, request.window.end) == (utc(8, 31, 16), utc(9, 13, 16))
+    assert (request.window.start, request.window.end) == (utc(2026, 8, 31, 16), utc(2026, 9, 13, 16))
     assert request.window.final is False
 
 
@@ -168,7 +165,7 @@ def test_a_past_month_defaults_to_its_final_day(filled: Tracker) -> None:
     request = resolve(filled.state, filled.config, REPO, "2026-09", None, today=TODAY)
     assert request.window.cutoff == date(2026, 9, 30)
     assert request.window.final is True
-    assert (request.window.start, request.window.end) == (utc(8, 31, 16), utc(9, 30, 16))
+    assert (request.window.start, request.window.end) == (utc(2026, 8, 31, 16), utc(2026, 9, 30, 16))
 
 
 @needs_shared
@@ -177,14 +174,14 @@ def test_current_is_the_month_of_today_up_to_today(filled: Tracker) -> None:
     assert str(request.window.month) == "2026-09"
     assert request.window.cutoff == date(2026, 9, 13)
     assert request.window.final is False
-    assert (request.window.start, request.window.end) == (utc(8, 31, 16), utc(9, 13, 16))
+    assert (request.window.start, request.window.end) == (utc(2026, 8, 31, 16), utc(2026, 9, 13, 16))
 
 
 @needs_shared
 def test_current_with_an_explicit_cutoff(filled: Tracker) -> None:
     request = resolve(filled.state, filled.config, REPO, "current", "2026-09-02", today=date(2026, 9, 13))
     assert request.window.cutoff == date(2026, 9, 2)
-    assert request.window.end == utc(9, 2, 16)
+    assert request.window.end == utc(2026, 9, 2, 16)
 
 
 @needs_shared
@@ -193,7 +190,7 @@ def test_current_uses_the_time_zone_configured_for_the_repository(filled: Tracke
     request = resolve(filled.state, config, REPO, "current", None, today=date(2026, 10, 1))
     assert str(request.window.month) == "2026-10"
     assert request.window.timezone == "UTC"
-    assert (request.window.start, request.window.end) == (utc(10, 1), utc(10, 2))
+    assert (request.window.start, request.window.end) == (utc(2026, 10, 1), utc(2026, 10, 2))
 
 
 @needs_shared

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
-from tests.tracking import Tracker
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
+from tests.support.clock import at
+from tests.support.tracking import Tracker
 from tracker.config import RepositoryConfig, TrackerConfig
 from tracker.core.window import Month, WindowError, month_window
 from tracker.reports.loading import MonthRequest, UnknownRepository, report_for
@@ -40,10 +41,6 @@ REPO = "octo-org/octo-repo"
 WEST = "octo-org/west-repo"  # the same stories, in America/Los_Angeles
 CONFIG = TrackerConfig(repositories={WEST: RepositoryConfig(timezone="America/Los_Angeles")})
 AFTER_JULY = datetime(2026, 8, 2, tzinfo=UTC)  # July has ended everywhere
-
-
-def at(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(UTC)
 
 
 def july(repo: str = REPO) -> list[PullRequestStory]:
@@ -220,6 +217,7 @@ def _finalize_in_a_process(url: str, barrier: Any, results: Any) -> None:
         engine.dispose()
 
 
+@pytest.mark.system
 def test_two_finalisations_at_once_in_two_processes_store_one_record(
     filled: Tracker, records: RecordStore, database_url: str
 ) -> None:

@@ -13,15 +13,16 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests import bullets
-from tests.paths import require_shared
+from bench.fixtures.paths import require_shared
+from tests.support import bullets
 
-require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
+require_shared()  # the fake GitHub (imported below) reads GitHub's example answers from ../shared as it loads
 
-from tests.conftest import post, run_jobs, running_app  # noqa: E402
-from tests.fake_github import FakeGitHub  # noqa: E402
-from tests.paths import ROOT  # noqa: E402
-from tests.scenario import REPO, deliver, megatron_month  # noqa: E402
+from bench.fixtures.fake_github import FakeGitHub  # noqa: E402
+from bench.fixtures.paths import ROOT  # noqa: E402
+from bench.fixtures.scenario import REPO, megatron_month  # noqa: E402
+from tests.support.app import ACTIVE_GITHUB, post, run_jobs, running_app  # noqa: E402
+from tests.support.app import deliver_month as deliver  # noqa: E402
 from tracker.settings import Settings  # noqa: E402
 from tracker.store.rebuild import rebuild  # noqa: E402
 from tracker.web.context import services  # noqa: E402
@@ -30,15 +31,24 @@ EXAMPLE_CONFIG = ROOT / "examples" / "megatron-lm.yaml"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 CUTOFFS = {"partial": "2026-05-15", "final": "2026-05-31"}
 CITATION = re.compile(r"\[([^\]\[]+) #(\d+)\]\(https://github\.com/NVIDIA/Megatron-LM/pull/(\d+)\)")
+# In one test process: the month (`megatron`) is delivered once there, not once in each.
+pytestmark = pytest.mark.xdist_group("megatron-report")
 
 
-@pytest.fixture
-def megatron(settings: Settings, github: FakeGitHub) -> Iterator[tuple[Flask, FlaskClient]]:
-    """May 2026 of Megatron-LM through the webhook, files from the fake GitHub, the shipped taxonomy."""
-    with running_app(settings.model_copy(update={"config_path": EXAMPLE_CONFIG})) as app:
-        client = app.test_client()
-        deliver(megatron_month(), app, client, github)
-        yield app, client
+@pytest.fixture(scope="module")
+def megatron(module_settings: Settings, github_server: FakeGitHub) -> Iterator[tuple[Flask, FlaskClient]]:
+    """May 2026 of Megatron-LM through the webhook, files from the fake GitHub, the shipped taxonomy:
+    delivered once for the module's tests, which only read it (a rebuild gives the same month)."""
+    github_server.reset()
+    ACTIVE_GITHUB.append(github_server)
+    try:
+        with running_app(module_settings.model_copy(update={"config_path": EXAMPLE_CONFIG})) as app:
+            client = app.test_client()
+            deliver(megatron_month(), app, client, github_server)
+            ACTIVE_GITHUB.clear()
+            yield app, client
+    finally:
+        ACTIVE_GITHUB.clear()
 
 
 def get(client: FlaskClient, name: str, **params: str) -> str:
@@ -188,12 +198,13 @@ def test_html_page_has_chart_themes_and_switches(megatron: tuple[Flask, FlaskCli
     assert not re.search(r'(src|href)="(https?:)?//(?!github\.com/)', page)
 
 
-def test_cli_render_writes_the_same_bytes(megatron: tuple[Flask, FlaskClient], settings: Settings) -> None:
+def test_cli_render_writes_the_same_bytes(megatron: tuple[Flask, FlaskClient], module_settings: Settings) -> None:
     from click.testing import CliRunner
 
     from tracker.cli import main
 
     _, client = megatron
+    settings = module_settings
     env = {
         "TRACKER_DATABASE_URL": settings.resolved_database_url,
         "TRACKER_CONFIG": str(EXAMPLE_CONFIG),
@@ -223,7 +234,7 @@ def untrusted_titles() -> list[str]:
 def test_untrusted_titles_cannot_break_or_inject(app: Flask, client: FlaskClient, github: FakeGitHub) -> None:
     from datetime import UTC, datetime
 
-    from tests.factory import PullRequestStory
+    from bench.fixtures.factory import PullRequestStory
 
     for number, title in enumerate(untrusted_titles(), start=1):
         story = PullRequestStory(number, datetime(2026, 5, 3, tzinfo=UTC), title=title).opened()

@@ -6,8 +6,8 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.conftest import fixture_payload, post, run_jobs
-from tests.paths import needs_shared
+from bench.fixtures.paths import needs_shared
+from tests.support.app import fixture_payload, post, run_jobs
 from tracker.reports import cache
 from tracker.web.context import services
 

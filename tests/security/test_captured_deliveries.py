@@ -17,8 +17,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
-from tests.conftest import fixture_payload, post, run_jobs, signed_headers, stored_count
-from tests.paths import needs_shared
+from bench.fixtures.paths import needs_shared
+from tests.support.app import fixture_payload, post, run_jobs, signed_headers, stored_count
 from tracker.store.schema import hooks
 from tracker.web.context import MAX_BODY_BYTES, services
 from tracker.web.signature import sign

@@ -19,9 +19,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 from pydantic import SecretStr
 
-from tests.conftest import post, run_jobs, running_app
-from tests.factory import Delivery, pr_payload
-from tests.paths import needs_shared
+from bench.fixtures.factory import Delivery, pr_payload
+from bench.fixtures.paths import needs_shared
+from tests.support.app import post, run_jobs, running_app
 from tracker.github.quota import Quota
 from tracker.settings import Settings
 from tracker.web.access import sign_link
@@ -41,9 +41,7 @@ ADMIN = {"Authorization": "Bearer test-admin-token"}  # the `settings` fixture's
 def both(settings: Settings, tmp_path: Path) -> Iterator[tuple[Flask, FlaskClient]]:
     config = tmp_path / "tracker.yaml"
     config.write_text(f"repositories:\n  {PRIVATE}:\n    public: false\n", encoding="utf-8")
-    with running_app(
-        settings.model_copy(update={"config_path": config, "link_secret": SecretStr(LINK_SECRET)})
-    ) as app:
+    with running_app(settings.model_copy(update={"config_path": config, "link_secret": SecretStr(LINK_SECRET)})) as app:
         client = app.test_client()
         for number, repo in ((1, PRIVATE), (2, PUBLIC)):
             payload = pr_payload("opened", number, created_at="2026-05-04T02:00:00Z", repo=repo)

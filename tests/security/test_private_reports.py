@@ -23,9 +23,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 from pydantic import SecretStr
 
-from tests.conftest import post, run_jobs, running_app
-from tests.factory import pr_payload
-from tests.paths import needs_shared
+from bench.fixtures.factory import pr_payload
+from bench.fixtures.paths import needs_shared
+from tests.support.app import post, run_jobs, running_app
 from tracker.cli import main
 from tracker.settings import Settings
 from tracker.web.access import sign_link

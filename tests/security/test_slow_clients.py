@@ -20,10 +20,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import SECRET, signed_headers
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
-from tests.test_cli import TRACKER, clean_env, free_port, wait_healthy
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
+from tests.support.app import SECRET, signed_headers
+from tests.support.processes import TRACKER, clean_env, free_port, wait_healthy
 from tracker.web.server import RECEIVE_SECONDS
 
 pytestmark = needs_shared

@@ -9,9 +9,9 @@ from datetime import datetime
 import pytest
 from sqlalchemy import Engine, select
 
-from tests import factory
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
+from bench.fixtures import factory
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
 from tracker.core.classify import Category, ChangedFile, HeadVerdict, Rules
 from tracker.core.derive import derive
 from tracker.store.heads import COMPARE, PULLS, UNAVAILABLE, DeferredHeads, HeadStore, WantedHead, verdict_from_row

@@ -5,15 +5,15 @@ database, with the fact identity of `tracker.store.month_state` and the derived-
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine, delete, select, update
 
-from tests.factory import delivery, pr_payload
-from tests.paths import needs_shared
+from bench.fixtures.factory import delivery, pr_payload
+from bench.fixtures.paths import needs_shared
+from tests.support.clock import utc
 from tracker.core.derive import derive
 from tracker.core.history import BACKFILL, RECONCILIATION, History, derive_history, observation_document, observation_id
 from tracker.services import Services
@@ -27,10 +27,6 @@ REPO = "Octo-Org/Octo-Repo"
 KEY = "octo-org/octo-repo"
 HEAD = "c" * 40
 BASE = "b" * 40
-
-
-def utc(text: str) -> int:
-    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
 
 
 MAY = (utc("2026-05-01T00:00:00Z"), utc("2026-06-01T00:00:00Z"))

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select
 
-from tests.conftest import post, run_jobs, running_app
-from tests.paths import needs_shared
+from bench.fixtures.paths import needs_shared
 from tests.store.test_ledger import story_deliveries, with_id
+from tests.support.app import post, run_jobs, running_app
 from tests.workers.test_jobs import EXPECTED_STATS, post_all, september, stories
 from tracker.settings import Settings
 from tracker.store.database import connect
@@ -163,6 +163,7 @@ def _move(url: str, stop: multiprocessing.Event, results: multiprocessing.Queue)
     results.put(moved)
 
 
+@pytest.mark.system
 @needs_shared
 def test_receivers_and_a_mover_in_several_processes_lose_nothing_and_keep_each_id_once(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.sqlite3'}"

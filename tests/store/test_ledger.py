@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine
 
-from tests import factory
-from tests.conftest import fixture_payload
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
+from bench.fixtures import factory
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
+from tests.support.app import fixture_payload
 from tracker.store.ledger import FAILED, PENDING, PROCESSED, Delivery, DeliveryCounts, Ledger, now_ms
 from tracker.store.month_state import MonthState
 

@@ -38,8 +38,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import make_url
 
-from tests.conftest import SECRET, BurstWorker, running_app, signed_headers
 from tests.store import previous_schema
+from tests.support.app import SECRET, BurstWorker, running_app, signed_headers
 from tracker.config import TrackerConfig, load_config
 from tracker.core.classify import ChangedFile
 from tracker.core.history import derive_history
@@ -394,6 +394,7 @@ def race(url: str, how: str, processes: int = 6) -> list[str]:
     return outputs
 
 
+@pytest.mark.system
 def test_processes_starting_together_on_an_empty_database_create_it_once(empty_url: str) -> None:
     race(empty_url, "connect")
     engine = open_engine(empty_url)
@@ -404,6 +405,7 @@ def test_processes_starting_together_on_an_empty_database_create_it_once(empty_u
         engine.dispose()
 
 
+@pytest.mark.system
 def test_processes_migrating_a_previous_release_ledger_together_adopt_it_once(empty_url: str) -> None:
     before = make_previous_release_ledger(empty_url)
     outputs = race(empty_url, "migrate")
@@ -417,6 +419,7 @@ def test_processes_migrating_a_previous_release_ledger_together_adopt_it_once(em
         engine.dispose()
 
 
+@pytest.mark.system
 def test_sqlite_processes_starting_together_on_a_previous_release_ledger_adopt_it_once(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.sqlite3'}"
     before = make_previous_release_ledger(url)
@@ -485,9 +488,7 @@ def plain_rows(url: str, sql: str) -> list[tuple[Any, ...]]:
 def kept_rows(url: str, tables: dict[str, list[str]]) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of `tables` (name: the columns to read), in a stable order."""
     return {
-        name: sorted(
-            plain_rows(url, f"SELECT {', '.join(columns)} FROM {name}"), key=lambda row: repr(row)
-        )
+        name: sorted(plain_rows(url, f"SELECT {', '.join(columns)} FROM {name}"), key=lambda row: repr(row))
         for name, columns in tables.items()
     }
 
@@ -541,7 +542,12 @@ def fresh_ledger_report(folder: Path, redis_url: str, old_url: str) -> dict[str,
             old_url, "SELECT repo, number, head_sha, truncated, source FROM heads"
         ):
             built.heads.store(
-                repo, number, sha, files.get((repo, number, sha), []), truncated=bool(truncated), source=source,
+                repo,
+                number,
+                sha,
+                files.get((repo, number, sha), []),
+                truncated=bool(truncated),
+                source=source,
                 rules=rules,
             )
         client = app.test_client()
@@ -601,9 +607,10 @@ def test_an_older_ledger_keeps_its_sources_and_is_rebuilt_to_a_fresh_ledgers_rep
         engine.dispose()
     if done.backup is not None:  # the old file as it was, beside the ledger
         assert plain_rows(f"sqlite:///{done.backup}", "SELECT id FROM deliveries ORDER BY id") == ids
-        assert "alembic_version" not in {row[0] for row in plain_rows(
-            f"sqlite:///{done.backup}", "SELECT name FROM sqlite_master WHERE type = 'table'"
-        )}
+        assert "alembic_version" not in {
+            row[0]
+            for row in plain_rows(f"sqlite:///{done.backup}", "SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
 
 
 def test_an_older_ledger_is_carried_over_at_start_up_on_sqlite_and_waits_for_tracker_migrate_on_postgresql(
@@ -613,8 +620,9 @@ def test_an_older_ledger_is_carried_over_at_start_up_on_sqlite_and_waits_for_tra
     if empty_url.startswith("postgresql"):
         with pytest.raises(SchemaError, match="run `tracker migrate`"):
             connect(empty_url)
-        assert plain_rows(empty_url, "SELECT count(*) FROM information_schema.tables WHERE table_name = "
-                          "'alembic_version'") == [(0,)]
+        assert plain_rows(
+            empty_url, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'alembic_version'"
+        ) == [(0,)]
         return
     engine = connect(empty_url)  # what every process opens first
     try:

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select, update
 
-from tests import factory
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
+from bench.fixtures import factory
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
+from tests.support.clock import utc
 from tracker.core.attributes import AttributeVersion
 from tracker.core.classify import Category, ChangedFile, HeadVerdict, Rules
 from tracker.core.derive import Derivation, derive
@@ -26,11 +27,6 @@ from tracker.store.schema import DERIVED_TABLES, deliveries, month_changes, pr_f
 
 REPO = "NVIDIA/Megatron-LM"
 KEY = "nvidia/megatron-lm"
-
-
-def at(moment: str) -> int:
-    """UTC epoch seconds of an ISO-8601 instant."""
-    return int(datetime.fromisoformat(moment).timestamp())
 
 
 def moment(text: str) -> datetime:
@@ -95,7 +91,7 @@ def version(
 ) -> AttributeVersion:
     """The attributes of a factory delivery on GitHub's example payload, written out."""
     return AttributeVersion(
-        at=at(moment_text),
+        at=utc(moment_text),
         delivery_id=delivery.delivery_id,
         title=title,
         body="",
@@ -119,8 +115,8 @@ def test_apply_adds_the_rows_and_marks_the_delivery_processed(ledger: Ledger, st
     assert ledger.status_of(opened.delivery_id) == PROCESSED
     assert state.repository_names() == [REPO]
     assert state.month_versions(REPO) == {"2026-09": 1}
-    inputs = state.month_inputs(REPO, "2026-09", at("2026-10-01T00:00:00+00:00"))
-    assert inputs.timelines == {1: [Fact(FactKind.OPENED, at("2026-09-02T10:00:00+00:00"))]}
+    inputs = state.month_inputs(REPO, "2026-09", utc("2026-10-01T00:00:00+00:00"))
+    assert inputs.timelines == {1: [Fact(FactKind.OPENED, utc("2026-09-02T10:00:00+00:00"))]}
     assert inputs.versions == {1: version(opened, "2026-09-02T10:00:00+00:00", title="Change number 1")}
 
 
@@ -194,11 +190,11 @@ def test_deliveries_applied_in_any_order_give_the_same_rows(engine: Engine, ledg
             for row in conn.execute(select(pr_facts).where(pr_facts.c.source == "webhook", pr_facts.c.rank == 0))
         )
     assert facts == [
-        (KEY, 5, "commit", at("2026-09-29T09:00:00+00:00")),
-        (KEY, 5, "merged", at("2026-10-02T09:00:00+00:00")),
-        (KEY, 5, "opened", at("2026-09-28T09:00:00+00:00")),
-        (KEY, 6, "closed", at("2026-09-29T12:00:00+00:00")),
-        (KEY, 6, "opened", at("2026-09-29T12:00:00+00:00")),
+        (KEY, 5, "commit", utc("2026-09-29T09:00:00+00:00")),
+        (KEY, 5, "merged", utc("2026-10-02T09:00:00+00:00")),
+        (KEY, 5, "opened", utc("2026-09-28T09:00:00+00:00")),
+        (KEY, 6, "closed", utc("2026-09-29T12:00:00+00:00")),
+        (KEY, 6, "opened", utc("2026-09-29T12:00:00+00:00")),
     ]
     assert state.month_versions(REPO) == {"2026-09": 7, "2026-10": 2}
 
@@ -381,27 +377,27 @@ def in_time_order(inputs: MonthInputs) -> dict[int, list[Fact]]:
 @needs_shared
 def test_month_inputs_of_a_month_without_activity(engine: Engine, ledger: Ledger, state: MonthState) -> None:
     build_scene(ledger, state, engine)
-    assert state.month_inputs(REPO, "2026-07", at("2026-08-01T00:00:00+00:00")) == MonthInputs({}, {}, {})
-    assert state.month_inputs("Apache/Beam", "2026-09", at(END)) == MonthInputs({}, {}, {})
+    assert state.month_inputs(REPO, "2026-07", utc("2026-08-01T00:00:00+00:00")) == MonthInputs({}, {}, {})
+    assert state.month_inputs("Apache/Beam", "2026-09", utc(END)) == MonthInputs({}, {}, {})
 
 
 @needs_shared
 def test_month_inputs_at_a_cutoff(engine: Engine, ledger: Ledger, state: MonthState) -> None:
     scene = build_scene(ledger, state, engine)
     _, pushed, _, _, _ = scene.first
-    inputs = state.month_inputs(REPO, "2026-09", at(END))
+    inputs = state.month_inputs(REPO, "2026-09", utc(END))
 
     # The month's PRs are 1, 3, 5 and 7 (2 is October's, 4 another repository's); facts at or after
     # the end are left out, so PR 7, opened at the end, has no timeline.
     assert in_time_order(inputs) == {
         1: [
-            Fact(FactKind.OPENED, at("2026-09-02T10:00:00+00:00")),
-            Fact(FactKind.COMMIT, at("2026-09-10T12:00:00+00:00")),
+            Fact(FactKind.OPENED, utc("2026-09-02T10:00:00+00:00")),
+            Fact(FactKind.COMMIT, utc("2026-09-10T12:00:00+00:00")),
         ],
-        3: [Fact(FactKind.OPENED, at("2026-09-03T10:00:00+00:00"))],
+        3: [Fact(FactKind.OPENED, utc("2026-09-03T10:00:00+00:00"))],
         5: [
-            Fact(FactKind.OPENED, at("2026-08-28T10:00:00+00:00")),
-            Fact(FactKind.CLOSED, at("2026-09-12T10:00:00+00:00")),
+            Fact(FactKind.OPENED, utc("2026-08-28T10:00:00+00:00")),
+            Fact(FactKind.CLOSED, utc("2026-09-12T10:00:00+00:00")),
         ],
     }
     # The last version before the end; when every version is later, the earliest one.
@@ -435,15 +431,15 @@ def test_month_inputs_at_a_cutoff(engine: Engine, ledger: Ledger, state: MonthSt
 def test_month_inputs_at_the_end_of_the_next_month(engine: Engine, ledger: Ledger, state: MonthState) -> None:
     scene = build_scene(ledger, state, engine)
     merged = scene.first[4]
-    inputs = state.month_inputs("nvidia/megatron-lm", "2026-10", at("2026-11-01T00:00:00+00:00"))
+    inputs = state.month_inputs("nvidia/megatron-lm", "2026-10", utc("2026-11-01T00:00:00+00:00"))
     assert in_time_order(inputs) == {
         1: [
-            Fact(FactKind.OPENED, at("2026-09-02T10:00:00+00:00")),
-            Fact(FactKind.COMMIT, at("2026-09-10T12:00:00+00:00")),
-            Fact(FactKind.COMMIT, at("2026-09-20T08:00:00+00:00")),
-            Fact(FactKind.MERGED, at("2026-10-03T15:00:00+00:00")),
+            Fact(FactKind.OPENED, utc("2026-09-02T10:00:00+00:00")),
+            Fact(FactKind.COMMIT, utc("2026-09-10T12:00:00+00:00")),
+            Fact(FactKind.COMMIT, utc("2026-09-20T08:00:00+00:00")),
+            Fact(FactKind.MERGED, utc("2026-10-03T15:00:00+00:00")),
         ],
-        2: [Fact(FactKind.OPENED, at("2026-10-05T10:00:00+00:00"))],
+        2: [Fact(FactKind.OPENED, utc("2026-10-05T10:00:00+00:00"))],
     }
     assert inputs.versions == {
         1: version(merged, "2026-10-03T15:00:00+00:00", title="Change number 1"),
@@ -481,11 +477,11 @@ def test_month_inputs_choose_among_versions_of_one_instant_by_delivery_id(
     labeled = renamed(story.deliveries[1], "tie-a")
     retitled = renamed(story.deliveries[2], "tie-b")
     receive_all(ledger, state, [retitled, opened, labeled])
-    inputs = state.month_inputs(REPO, "2026-09", at(END))
+    inputs = state.month_inputs(REPO, "2026-09", utc(END))
     assert inputs.versions == {6: version(retitled, "2026-09-04T10:00:00+00:00", title="Document the router")}
     # Just after the instant the same; at the instant itself, the version before it.
-    assert state.month_inputs(REPO, "2026-09", at("2026-09-04T10:00:01+00:00")).versions == inputs.versions
-    assert state.month_inputs(REPO, "2026-09", at("2026-09-04T10:00:00+00:00")).versions == {
+    assert state.month_inputs(REPO, "2026-09", utc("2026-09-04T10:00:01+00:00")).versions == inputs.versions
+    assert state.month_inputs(REPO, "2026-09", utc("2026-09-04T10:00:00+00:00")).versions == {
         6: version(opened, "2026-09-02T10:00:00+00:00", title="Change number 6")
     }
 
@@ -496,12 +492,12 @@ def test_month_inputs_without_stored_heads(ledger: Ledger, state: MonthState) ->
     story.labeled(moment("2026-09-03T10:00:00+00:00"), "moe", "bug")
     opened, labeled = story.deliveries
     receive_all(ledger, state, story.deliveries)
-    inputs = state.month_inputs(REPO, "2026-09", at(END))
+    inputs = state.month_inputs(REPO, "2026-09", utc(END))
     expected = dataclasses.replace(
         version(labeled, "2026-09-03T10:00:00+00:00", title="Change number 8", labels=("bug", "moe")), base_ref="dev"
     )
     assert inputs == MonthInputs(
-        timelines={8: [Fact(FactKind.OPENED, at("2026-09-02T10:00:00+00:00"))]},
+        timelines={8: [Fact(FactKind.OPENED, utc("2026-09-02T10:00:00+00:00"))]},
         versions={8: expected},
         verdicts={},
         unavailable=frozenset(),
@@ -529,7 +525,7 @@ def test_drop_and_recreate_empties_the_derived_tables_and_keeps_the_deliveries(
     assert state.repository_name(REPO) is None
     assert state.month_versions(REPO) == {}
     assert state.month_version(REPO, "2026-09")[0] == 0
-    assert state.month_inputs(REPO, "2026-09", at(END)) == MonthInputs({}, {}, {})
+    assert state.month_inputs(REPO, "2026-09", utc(END)) == MonthInputs({}, {}, {})
     assert HeadStore(engine).missing() == []
     # The source of truth stays, statuses included; so do the files fetched from GitHub.
     assert ledger.counts() == counts

@@ -304,6 +304,7 @@ def _spend_many(database_url: str, times: int) -> None:
         engine.dispose()
 
 
+@pytest.mark.system
 def test_narrators_in_several_processes_each_add_their_spend(store: NarrationStore, database_url: str) -> None:
     import multiprocessing
 

@@ -9,9 +9,9 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.conftest import post, run_jobs
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
+from tests.support.app import post, run_jobs
 from tracker.reports.loading import load_snapshot, snapshot_json
 from tracker.store.rebuild import rebuild
 from tracker.web.context import services

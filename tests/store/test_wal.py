@@ -131,6 +131,7 @@ def _child_writes(url: str, first: int) -> None:
     engine.dispose()
 
 
+@pytest.mark.system
 def test_each_writing_process_checkpoints_what_it_committed(
     database: tuple[Engine, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
-from tests.paths import needs_shared
+from bench.fixtures.paths import needs_shared
 from tests.store.test_ledger import ping_delivery
 from tracker.store import database
 from tracker.store.database import connect
@@ -115,6 +115,7 @@ def _increment(url: str, times: int, start: multiprocessing.synchronize.Event) -
     engine.dispose()
 
 
+@pytest.mark.system
 def test_writers_in_several_processes_never_overlap(sqlite_engine: Engine) -> None:
     with sqlite_engine.begin() as conn:
         conn.execute(text("CREATE TABLE counter (n INTEGER)"))

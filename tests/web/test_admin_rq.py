@@ -18,8 +18,8 @@ from flask.testing import FlaskClient
 from redis import Redis
 from rq import Queue, Worker
 
-from tests.conftest import post, run_jobs, running_app
-from tests.factory import delivery, pr_payload
+from bench.fixtures.factory import delivery, pr_payload
+from tests.support.app import post, run_jobs, running_app
 from tracker.settings import Settings
 from tracker.web.admin_rq import ROWS, TEXT
 from tracker.web.app import SECURITY_HEADERS, create_app
@@ -272,6 +272,7 @@ def test_redis_unreachable_is_503(settings: Settings) -> None:
     assert client.get(PAGE, headers=ADMIN).status_code == 503
 
 
+@pytest.mark.system
 def test_the_page_in_headless_chromium_under_the_apps_policy(app: Flask) -> None:
     """The page as a browser shows it: its style applies, the hostile text is text, and Chromium reports
     no violation of the Content-Security-Policy (each would be a console error)."""

@@ -8,18 +8,15 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.conftest import post, run_jobs
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
+from tests.support.app import post, run_jobs
+from tests.support.clock import at
 from tracker.core.window import today_in
 from tracker.settings import Settings
 from tracker.web.app import create_app
 
 pytestmark = needs_shared
-
-
-def at(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def deliver(client: FlaskClient, *stories: PullRequestStory) -> None:
@@ -257,7 +254,7 @@ def test_an_error_quotes_a_short_prefix_of_a_long_value(
 
 
 def test_a_long_content_type_is_not_echoed(client: FlaskClient) -> None:
-    from tests.conftest import signed_headers
+    from tests.support.app import signed_headers
 
     body = b"{}"
     headers = {**signed_headers(body, "pull_request", "long-type"), "Content-Type": "text/" + LONG}
@@ -301,6 +298,7 @@ def statuses(app: Flask, ids: list[str]) -> list[str | None]:
 ADMIN = {"Authorization": "Bearer test-admin-token"}
 
 
+@pytest.mark.system
 def test_healthz_answers_503_within_a_second_when_redis_hangs(settings: Settings) -> None:
     import time
 

@@ -17,9 +17,10 @@ from flask.testing import FlaskClient
 from redis import Redis
 from rq import Queue
 
-from tests.conftest import post, run_jobs, running_app
-from tests.factory import pr_payload
-from tests.paths import needs_shared
+from bench.fixtures.factory import pr_payload
+from bench.fixtures.paths import needs_shared
+from tests.support.app import post, run_jobs, running_app
+from tests.support.clock import utc
 from tracker.settings import Settings
 
 pytestmark = needs_shared
@@ -30,10 +31,6 @@ TOKEN = "test-admin-token"  # the `settings` fixture's
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 BACKFILL = f"/api/v1/repos/{REPO}/backfill"
 HISTORY = f"/api/v1/repos/{REPO}/history"
-
-
-def utc(text: str) -> int:
-    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
 
 
 def github_jobs(redis_url: str) -> list[Any]:

@@ -17,7 +17,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
-from tests.conftest import post, run_jobs, running_app
+from tests.support.app import post, run_jobs, running_app
 from tracker.reports.loading import ledger_shown
 from tracker.settings import Settings
 from tracker.web.api import redis_shown
@@ -46,7 +46,7 @@ def links(page: str) -> list[str]:
 
 
 def opened(number: int, repo: str, created_at: str) -> dict[str, Any]:
-    from tests.factory import pr_payload
+    from bench.fixtures.factory import pr_payload
 
     return pr_payload("opened", number, created_at=created_at, repo=repo, title=f"Work {number}")
 

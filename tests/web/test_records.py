@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 import logging
 import time
-from datetime import UTC, datetime
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.conftest import post, run_jobs, running_app
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
+from tests.support.app import post, run_jobs, running_app
+from tests.support.clock import at
 from tracker.core.window import Month, today_in
 from tracker.settings import Settings
 from tracker.web.context import services
@@ -26,10 +26,6 @@ REPO = "octo-org/octo-repo"
 ADMIN = {"Authorization": "Bearer test-admin-token"}
 FINALIZE = f"/api/v1/repos/{REPO}/months/2026-07/finalize"
 RECORDS = f"/api/v1/repos/{REPO}/months/2026-07/records"
-
-
-def at(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(UTC)
 
 
 def deliver_july(client: FlaskClient) -> None:

@@ -13,14 +13,15 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.paths import ROOT, require_shared
+from bench.fixtures.paths import ROOT, require_shared
 
-require_shared()  # tests.fake_github reads GitHub's example answers from ../shared as it loads
+require_shared()  # bench.fixtures.fake_github reads GitHub's example answers from ../shared as it loads
 
-from tests.conftest import post, run_jobs, running_app  # noqa: E402
-from tests.factory import PullRequestStory  # noqa: E402
-from tests.fake_github import FakeGitHub  # noqa: E402
-from tests.scenario import REPO, deliver, megatron_month  # noqa: E402
+from bench.fixtures.factory import PullRequestStory  # noqa: E402
+from bench.fixtures.fake_github import FakeGitHub  # noqa: E402
+from bench.fixtures.scenario import REPO, megatron_month  # noqa: E402
+from tests.support.app import deliver_month as deliver  # noqa: E402
+from tests.support.app import post, run_jobs, running_app  # noqa: E402
 from tracker.core import clusters  # noqa: E402
 from tracker.settings import Settings  # noqa: E402
 

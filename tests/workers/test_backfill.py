@@ -15,15 +15,16 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.paths import require_shared
+from bench.fixtures.paths import require_shared
 
-require_shared()  # tests.fake_github (imported below) reads GitHub's example answers from ../shared as it loads
+require_shared()  # the fake GitHub (imported below) reads GitHub's example answers from ../shared as it loads
 
-from tests.conftest import SECRET, post, run_jobs, running_app  # noqa: E402
-from tests.fake_github import FakeGitHub, Scripted  # noqa: E402
-from tests.paths import ROOT  # noqa: E402
-from tests.scenario import REPO, MonthScenario, deliver, megatron_month  # noqa: E402
-from tests.world import publish_world  # noqa: E402
+from bench.fixtures.fake_github import FakeGitHub, Scripted  # noqa: E402
+from bench.fixtures.paths import ROOT  # noqa: E402
+from bench.fixtures.scenario import REPO, MonthScenario, megatron_month  # noqa: E402
+from bench.fixtures.world import publish_world  # noqa: E402
+from tests.support.app import SECRET, post, run_jobs, running_app  # noqa: E402
+from tests.support.app import deliver_month as deliver  # noqa: E402
 from tracker.core.history import BACKFILL, RECONCILIATION, history_range  # noqa: E402
 from tracker.github.client import RateLimited  # noqa: E402
 from tracker.github.fetch import fetch_and_store  # noqa: E402
@@ -78,6 +79,12 @@ def webhooks(settings: Settings, github: FakeGitHub, scenario: MonthScenario) ->
 
 
 @pytest.fixture
+def world(github: FakeGitHub, scenario: MonthScenario) -> None:
+    """May 2026's REST view on the fake GitHub only: what a backfill into `fresh` reads (no webhooks)."""
+    publish_world(github, scenario.stories, {(number, sha): paths for number, sha, paths in scenario.head_files()})
+
+
+@pytest.fixture
 def fresh(settings: Settings, tmp_path: Path) -> Iterator[Services]:
     """A second ledger, empty, on SQLite: where the backfill goes."""
     other = settings.model_copy(
@@ -111,9 +118,7 @@ def test_a_backfilled_month_is_the_month_received_as_webhooks(
     assert {pr["number"] for pr in final["pull_requests"]} >= {s.number for s in scenario.stories if s._merged_at}
 
 
-def test_costs_and_a_repeat_is_nearly_all_304(
-    webhooks: tuple[Flask, FlaskClient], fresh: Services, github: FakeGitHub
-) -> None:
+def test_costs_and_a_repeat_is_nearly_all_304(world: None, fresh: Services, github: FakeGitHub) -> None:
     first = backfill(fresh)
     per_pr = first.requests / first.total
     assert per_pr <= 3, f"{per_pr:.2f} requests per PR"
@@ -177,7 +182,7 @@ def test_backfill_then_webhooks_or_webhooks_then_backfill_change_nothing(
 
 
 def test_an_interrupted_backfill_resumes_without_refetching_finished_prs(
-    webhooks: tuple[Flask, FlaskClient], fresh: Services, github: FakeGitHub
+    world: None, fresh: Services, github: FakeGitHub
 ) -> None:
     # GitHub fails for good on the 6th timeline asked for: the run stops there.
     asked: list[str] = []
@@ -218,9 +223,7 @@ def test_an_interrupted_backfill_resumes_without_refetching_finished_prs(
     ],
     ids=["primary", "secondary"],
 )
-def test_rate_limits_pause_and_resume(
-    webhooks: tuple[Flask, FlaskClient], fresh: Services, github: FakeGitHub, answer: Scripted
-) -> None:
+def test_rate_limits_pause_and_resume(world: None, fresh: Services, github: FakeGitHub, answer: Scripted) -> None:
     github.script(r"/issues/\d+/timeline", answer)
     waits: list[RateLimited] = []
     run = backfill(fresh, wait=waits.append)
@@ -235,7 +238,7 @@ def test_rate_limits_pause_and_resume(
 
 
 def test_a_deleted_pr_is_recorded_and_does_not_stop_the_backfill(
-    webhooks: tuple[Flask, FlaskClient], fresh: Services, github: FakeGitHub, scenario: MonthScenario
+    world: None, fresh: Services, github: FakeGitHub, scenario: MonthScenario
 ) -> None:
     # Deleted after the listing named it: its timeline answers 404.
     gone = scenario.stories[3].number

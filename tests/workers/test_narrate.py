@@ -20,9 +20,9 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.conftest import run_jobs, running_app
-from tests.fake_openai import FakeOpenAI, Reply, Status
-from tests.paths import require_shared
+from bench.fixtures.paths import require_shared
+from tests.support.app import run_jobs, running_app
+from tests.support.fake_openai import FakeOpenAI, Reply, Status
 from tracker.core import narration
 from tracker.llm.client import ChatClient
 from tracker.settings import Settings
@@ -31,7 +31,8 @@ from workers import runtime
 
 require_shared()
 
-from tests.scenario import REPO, deliver, megatron_month  # noqa: E402
+from bench.fixtures.scenario import REPO, megatron_month  # noqa: E402
+from tests.support.app import deliver_month as deliver  # noqa: E402
 from workers.narrate import narrate_month  # noqa: E402
 
 MONTH = "2026-05"
@@ -318,7 +319,7 @@ def test_a_rate_limited_endpoint_is_asked_again_when_it_says(
 def test_a_github_rate_limit_on_the_commits_waits_before_the_model_is_asked(
     narrated: tuple[Flask, FlaskClient], fake: FakeOpenAI, github: Any
 ) -> None:
-    from tests.fake_github import Scripted
+    from bench.fixtures.fake_github import Scripted
 
     app, _ = narrated
     reset = int(time.time()) + 600
@@ -364,7 +365,7 @@ def test_the_months_bill_counts_every_request_and_survives_pruning(
 def test_a_github_that_cannot_be_reached_leaves_the_commit_subjects_out(
     narrated: tuple[Flask, FlaskClient], fake: FakeOpenAI, github: Any
 ) -> None:
-    from tests.fake_github import Scripted
+    from bench.fixtures.fake_github import Scripted
 
     app, client = narrated
     github.set_commits(REPO, first_change(app, "delivered"), [("Fold the expert weights", "2026-05-10T12:00:00Z")])
@@ -502,7 +503,7 @@ def test_a_failing_endpoint_is_said_logged_in_status_and_fails_the_command(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from tests.fake_openai import Slow
+    from tests.support.fake_openai import Slow
 
     app, client = small
     settings = enabled_settings(app)
@@ -544,7 +545,7 @@ def test_a_failing_endpoint_is_said_logged_in_status_and_fails_the_command(
 def test_the_command_waits_out_rate_limits_and_the_bill_counts_every_request(
     small: tuple[Flask, FlaskClient], fake: FakeOpenAI, github: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.fake_github import Scripted
+    from bench.fixtures.fake_github import Scripted
 
     app, client = small
     settings = enabled_settings(app)
@@ -568,7 +569,7 @@ def test_the_command_waits_out_rate_limits_and_the_bill_counts_every_request(
 def test_finalising_waits_for_the_narration_and_late_prose_adds_a_revision(
     small: tuple[Flask, FlaskClient], fake: FakeOpenAI
 ) -> None:
-    from tests.conftest import release_due_jobs
+    from tests.support.app import release_due_jobs
     from workers.jobs import finalize_month
 
     app, _ = small

@@ -14,9 +14,10 @@ import yaml
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.conftest import post, run_jobs, running_app
-from tests.factory import PullRequestStory
-from tests.paths import needs_shared
+from bench.fixtures.factory import PullRequestStory
+from bench.fixtures.paths import needs_shared
+from tests.support.app import post, run_jobs, running_app
+from tests.support.clock import at
 from tracker.config import PublishConfig
 from tracker.core.window import Month, today_in
 from tracker.settings import Settings
@@ -28,10 +29,6 @@ from workers.publish import as_file, as_issue, file_path, write_atomically
 REPO = "octo-org/octo-repo"
 TARGET = "octo-org/reports"
 ADMIN = {"Authorization": "Bearer test-admin-token"}
-
-
-def at(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(UTC)
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tests import factory
+from bench.fixtures import factory
 from tracker.config import TrackerConfig
 from tracker.core.classify import ChangedFile
 from tracker.core.derive import derive
