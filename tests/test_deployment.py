@@ -397,8 +397,10 @@ def test_a_rolling_restart_on_two_hosts_loses_and_doubles_nothing(deployment: De
                     return worker
         return None
 
-    wait_until(lambda: drain_running() is not None, 30, "no worker was seen draining")
-    busy = drain_running()
+    # The worker seen draining is the one killed (a drain may end before a second look finds it again).
+    seen: list[Worker] = []
+    wait_until(lambda: seen.append(drain_running()) or seen[-1] is not None, 30, "no worker was seen draining")
+    busy = seen[-1]
     assert busy is not None
     victim = next(u for u in b_workers + a_workers if busy.pid in u.pids())
     os.killpg(os.getpgid(busy.pid), signal.SIGKILL)
