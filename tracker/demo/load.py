@@ -90,14 +90,7 @@ def store_heads(services: Services, bundle: Bundle) -> tuple[int, int]:
 def statuses(services: Services, bundle: Bundle) -> dict[str, str]:
     """The ledger's status of each sample delivery it holds; one still in its inbox (accepted by a web
     process, not yet moved into the ledger: tracker.store.inbox) is pending."""
-    ids = [d.delivery_id for d in bundle.deliveries]
-    # The inbox first: a delivery leaves it only once the ledger holds it, so none is missed in between.
-    inbox = services.ledger.inbox
-    waiting = {delivery_id for _, delivery_id in inbox.ids()} if inbox is not None else set()
-    with services.ledger.engine.connect() as conn:
-        rows = conn.execute(select(deliveries.c.id, deliveries.c.status).where(deliveries.c.id.in_(ids)))
-        found = {row.id: row.status for row in rows}
-    return {i: PENDING for i in ids if i in waiting} | found
+    return services.ledger.statuses([d.delivery_id for d in bundle.deliveries])
 
 
 def _ledger_delivery(bundle: Bundle, sample: SampleDelivery, action: str | None) -> Delivery:

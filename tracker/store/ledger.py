@@ -209,6 +209,21 @@ class Ledger:
             return PENDING
         return status
 
+    def statuses(self, ids: Sequence[str]) -> dict[str, str]:
+        """The status of each of `ids` the ledger holds; one still in the inbox (accepted by a web process,
+        not yet moved into the ledger) is pending. The inbox is read first: a delivery leaves it only once
+        the ledger holds it, so none is missed in between."""
+        waiting = {delivery_id for _, delivery_id in self.inbox.ids()} if self.inbox is not None else set()
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            rows = conn.execute(select(deliveries.c.id, deliveries.c.status).where(deliveries.c.id.in_(ids)))
+            found = {row.id: row.status for row in rows}
+        return {i: PENDING for i in ids if i in waiting} | found
+
+    def ping(self) -> None:
+        """A read of the ledger's database: raises when it does not answer."""
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            conn.execute(select(1))
+
     def counts(self) -> DeliveryCounts:
         with self.engine.connect().execution_options(read_only=True) as conn:
             by_status: dict[str, int] = dict(

@@ -17,7 +17,6 @@ from urllib.parse import urlsplit
 
 from flask import Blueprint, Response, render_template, request
 from redis.exceptions import RedisError
-from sqlalchemy import text
 from werkzeug.http import HTTP_STATUS_CODES
 
 from tracker import metrics
@@ -364,8 +363,7 @@ def healthz() -> Any:
     app = services()
     checks: dict[str, str] = {}
     try:
-        with app.ledger.engine.connect().execution_options(read_only=True) as conn:
-            conn.execute(text("SELECT 1"))
+        app.ledger.ping()
         checks["ledger"] = "ok"
     except Exception as exc:
         checks["ledger"] = f"unreachable ({type(exc).__name__})"
