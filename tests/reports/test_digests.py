@@ -18,7 +18,7 @@ from bench.fixtures.paths import require_shared
 require_shared()
 
 from tests.reports.test_warm import REPO, TIMEZONE, deliver, this_month  # noqa: E402
-from tracker.core import clusters, memo  # noqa: E402
+from tracker.core import clusters  # noqa: E402
 from tracker.core.attributes import AttributeVersion  # noqa: E402
 from tracker.core.groups import display_title  # noqa: E402
 from tracker.core.themes import is_auxiliary  # noqa: E402
@@ -41,7 +41,6 @@ def built(app: Flask) -> Any:
 def forget_memos() -> None:
     clusters.forget()
     digests.forget_held()
-    memo.forget()
     for function in (display_title, clean_title, is_auxiliary):
         function.cache_clear()
 

@@ -485,8 +485,27 @@ def test_text_rendered_by_other_code_is_never_served(
 
 
 def test_the_code_fingerprint_covers_the_templates() -> None:
-    from tracker.reports import cache
+    from tracker.reports import cache, digests, fingerprint, groupings
 
-    assert cache._code_fingerprint() == cache.CODE  # stable: computed from the files, nothing else
+    assert fingerprint.code_fingerprint() == fingerprint.CODE  # stable: computed from the files, nothing else
+    assert cache.CODE == digests.CODE == groupings.CODE == fingerprint.CODE  # one fingerprint for every cache
     templates = sorted((Path(cache.__file__).parent / "templates").glob("*.j2"))
     assert len(templates) == 3
+
+
+@pytest.mark.parametrize("changed", ["reports/templates/report.en.md.j2", "core/titles.py", "store/month_digest.py"])
+def test_a_change_to_any_source_of_a_report_changes_the_fingerprint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, changed: str
+) -> None:
+    import shutil
+
+    from tracker.reports import fingerprint
+
+    copy = tmp_path / "tracker"
+    shutil.copytree(Path(fingerprint.__file__).parent.parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(fingerprint, "_PACKAGE", copy)
+    before = fingerprint.code_fingerprint()
+    assert before == fingerprint.CODE
+    with (copy / changed).open("a") as source:
+        source.write("\n")
+    assert fingerprint.code_fingerprint() != before

@@ -21,10 +21,10 @@ require_shared()
 
 from bench.fixtures.scenario import REPO, megatron_month  # noqa: E402
 from tests.support.app import deliver_month as deliver  # noqa: E402
-from tracker.core import memo, noise  # noqa: E402
+from tracker.core import noise  # noqa: E402
 from tracker.core.classify import Category  # noqa: E402
 from tracker.core.descriptions import summary_sentence  # noqa: E402
-from tracker.core.groups import display_title, normalise_title  # noqa: E402
+from tracker.core.groups import body_references, display_title, normalise_title  # noqa: E402
 from tracker.core.snapshot import build_snapshot  # noqa: E402
 from tracker.core.themes import is_auxiliary  # noqa: E402
 from tracker.core.titles import clean_title  # noqa: E402
@@ -114,7 +114,11 @@ def test_the_digest_gives_what_the_database_gives_at_every_cutoff(app: Flask, gi
             auxiliary = encoded[AUXILIARY]
             for folded in (digest.fold_at(REPO, window), fold_encoded(cut, table, auxiliary, evidence, REPO, window)):
                 assert folded is not None
-                assert folded == (oracle, paths)
+                assert (folded.snapshot, folded.paths) == (oracle, paths)
+                # with what the worker computed of every title and body it holds (checked against this process below)
+                versions = [pr.version for pr in oracle.pull_requests if pr.version]
+                assert {version.title for version in versions} <= set(folded.known["display_title"])
+                assert {version.body for version in versions} <= set(folded.known["summary_sentence"])
                 assert snapshot_json(folded[0]) == snapshot_json(oracle)  # the same bytes, key order and all
             # Without the evidence (for the Markdown and the HTML): the same but for it.
             for bare in (
@@ -136,8 +140,7 @@ def test_the_digest_gives_what_the_database_gives_at_every_cutoff(app: Flask, gi
         assert fold_encoded(encoded["1"], table, auxiliary, encoded[EVIDENCE], REPO, windows[0]) is None  # day 2
         assert fold_encoded(None, table, auxiliary, encoded[EVIDENCE], REPO, windows[0]) is None
         assert fold_encoded(encoded["0"], table, None, encoded[EVIDENCE], REPO, windows[0]) is None
-        # What it carries of each title and path is what this process computes without it (tracker.core.memo).
-        memo.forget()
+        # What it carries of each title, body and path is what this process computes without it (tracker.core.memo).
         assert digest.titles and digest.auxiliary
         for title, display, clean, normalised, revert, upkeep in digest.titles:
             assert (display_title.__wrapped__(title), clean_title.__wrapped__(title)) == (display, clean)
@@ -145,9 +148,10 @@ def test_the_digest_gives_what_the_database_gives_at_every_cutoff(app: Flask, gi
             parsed = noise._parse.__wrapped__(title)
             assert [parsed.depth, parsed.key, parsed.cut] == revert
             assert noise.upkeep_facts(title) == upkeep
-        assert len(digest.summaries) == len(digest.bodies)
-        assert [summary_sentence(body) or "" for body in digest.bodies] == digest.summaries
-        assert any(digest.summaries)
+        assert len(digest.body_facts) == len(digest.bodies)
+        computed = [[summary_sentence(body) or "", sorted(body_references.__wrapped__(body))] for body in digest.bodies]
+        assert computed == digest.body_facts
+        assert any(sentence for sentence, _ in digest.body_facts)
         assert all(is_auxiliary.__wrapped__(path) is judged for path, judged in digest.auxiliary.items())
         assert any(digest.auxiliary.values()) and not all(digest.auxiliary.values())
 
@@ -267,7 +271,7 @@ def assert_folds_as_the_database(s: Any, window: Any, evidence: bool) -> None:
     folded = cached_fold(s.require_redis(), s.state, s.config, REPO, window, evidence=evidence)
     assert folded is not None
     if evidence:
-        assert folded == (oracle, paths), window.cutoff
+        assert folded[:2] == (oracle, paths), window.cutoff
         assert snapshot_json(folded[0]) == snapshot_json(oracle)
     else:
         assert [replace(pr, evidence={}) for pr in oracle.pull_requests] == list(folded[0].pull_requests)
@@ -501,15 +505,12 @@ def test_a_month_of_the_longest_bodies_keeps_a_digest_the_size_of_its_prs_and_th
                 for rendered in redis.scan_iter(match="tracker:render:*"):
                     redis.delete(rendered)
                 forget_held()
-                memo.forget()
                 clusters.forget()
                 from_digest = rendered_bytes(s.state, s.config, request, fmt, "en", cache=redis, detail=detail)
-                memo.forget()
                 clusters.forget()
                 from_database = rendered_bytes(s.state, s.config, request, fmt, "en", cache=None, detail=detail)
                 assert from_digest == from_database, (cutoff, fmt)
             forget_held()
-            memo.forget()
             kept = report_for(s.state, s.config, request, prose=False, digest=digest)
             read = report_for(s.state, s.config, request, prose=False)
             sections = [section.id for section in read.sections if section.changes]
@@ -529,7 +530,6 @@ def test_a_long_bodys_excerpt_gives_the_report_and_the_narrator_what_the_body_gi
 
     from tests.core.test_report import MERGED, OPEN, PR, report
     from tracker.core import narration
-    from tracker.core.groups import body_references
     from tracker.reports.render import render_bytes
     from tracker.store.month_digest import KEPT_BODY, body_excerpt
 

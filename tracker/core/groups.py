@@ -133,6 +133,9 @@ def title_references(title: str) -> frozenset[int]:
 @lru_cache(maxsize=16_384)
 def body_references(body: str) -> frozenset[int]:
     """The PR numbers a body names with a cue."""
+    offered = memo.known("body_references", body)
+    if offered is not memo.MISSING:
+        return frozenset(offered)
     return frozenset(_cued(body[:MAX_BODY]))
 
 

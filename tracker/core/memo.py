@@ -1,35 +1,53 @@
-"""Results of pure functions of PR text that another process computed, offered to this one.
+"""Results of pure functions of PR text computed ahead, passed to a report as data.
 
-Cleaning a title or judging a path costs microseconds, but a big month's report does it for thousands of
-titles and paths, and a web process that never rendered the month has none of them in its memos
-(`functools.lru_cache`): measured on the 1,419-PR month at its last day, about a quarter of a request
-that reads the month's digest. The worker that keeps the digest (tracker.store.month_digest) computed them
-all already, so the digest carries them and `offer` makes them known here; each memoised function asks
-`known` before computing (`clean_title`, `display_title`, `is_auxiliary`).
+Cleaning a title, finding a body's summary or judging a path costs microseconds, but a big month's report
+does it for thousands of titles, bodies and paths, and a web process that never rendered the month has
+none of them in its memos (`functools.lru_cache`): on the 1,419-PR month at its last day, about two thirds
+of building the report. The worker that keeps the month's digest (tracker.store.month_digest) computes
+them once, with this code, and the digest carries them: the report built from it receives them
+(`build_report(..., known=...)`), which makes them `known` while it runs (`using`). Each memoised function
+asks `known` before computing (the `KINDS` below name them).
 
-Only the same code's results are offered: the digest's cache key holds the fingerprint of tracker.core's
-sources (tracker.reports.digests). What is offered replaces what was (one month's texts at a time, so it
-stays bounded); two requests of different months at once only make one of them compute its own.
+Only the same code's results are passed: the digest's cache key holds the fingerprint of tracker.core's
+sources (tracker.reports.digests). What is known is scoped to the call (a context variable), so two
+reports built at once in two threads each see their own month's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from types import MappingProxyType
 from typing import Any
 
+# The memoised functions whose results a report can be given, by name: kind -> argument -> result.
+KINDS = (
+    "display_title",  # tracker.core.groups
+    "clean_title",  # tracker.core.titles
+    "normalise_title",  # tracker.core.groups
+    "revert_facts",  # tracker.core.noise
+    "upkeep_facts",  # tracker.core.noise
+    "is_auxiliary",  # tracker.core.themes
+    "summary_sentence",  # tracker.core.descriptions ("" for none)
+    "body_references",  # tracker.core.groups
+)
+Known = Mapping[str, Mapping[str, Any]]
+NOTHING: Known = MappingProxyType({})
 MISSING = object()
-_offered: dict[str, Mapping[str, Any]] = {}
+_known: ContextVar[Known] = ContextVar("tracker_known_results", default=NOTHING)
 
 
-def offer(kind: str, results: Mapping[str, Any]) -> None:
-    """`results` of the function `kind` by argument, computed elsewhere by the same code."""
-    _offered[kind] = results
+@contextmanager
+def using(results: Known) -> Iterator[None]:
+    """Make `results` (computed elsewhere by the same code) known to the memoised functions meanwhile."""
+    token = _known.set(results)
+    try:
+        yield
+    finally:
+        _known.reset(token)
 
 
 def known(kind: str, argument: str) -> Any:
-    """The offered result of `kind` for `argument`, or MISSING."""
-    return _offered.get(kind, {}).get(argument, MISSING)
-
-
-def forget() -> None:
-    _offered.clear()
+    """The given result of `kind` for `argument`, or MISSING."""
+    return _known.get().get(kind, NOTHING).get(argument, MISSING)

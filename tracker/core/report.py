@@ -32,7 +32,7 @@ from functools import cached_property
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
-from tracker.core import clusters, noise, vocabulary
+from tracker.core import clusters, memo, noise, vocabulary
 from tracker.core.descriptions import summary_sentence
 from tracker.core.groups import GroupInput, change_groups, references
 from tracker.core.snapshot import MonthSnapshot, PullRequestSnapshot
@@ -261,8 +261,22 @@ def build_report(
     taxonomy: Sequence[ThemeConfig] = (),
     choose: Chooser = choose_theme,
     group: Grouper = clusters.group,
+    known: memo.Known = memo.NOTHING,
 ) -> Report:
-    """`paths`: the changed paths of each PR's head at the cutoff, by PR number."""
+    """`paths`: the changed paths of each PR's head at the cutoff, by PR number. `known`: results of the
+    memoised functions of PR text computed ahead for these PRs (tracker.core.memo; a month's digest
+    carries them), used instead of computing them again."""
+    with memo.using(known):
+        return _build_report(snapshot, paths, taxonomy, choose, group)
+
+
+def _build_report(
+    snapshot: MonthSnapshot,
+    paths: Mapping[int, Sequence[str]],
+    taxonomy: Sequence[ThemeConfig],
+    choose: Chooser,
+    group: Grouper,
+) -> Report:
     sections = {pr.status.number: narrated_section(pr) for pr in snapshot.pull_requests}
     narrated = {pr.status.number: pr for pr in snapshot.pull_requests if sections[pr.status.number]}
     groups = change_groups(

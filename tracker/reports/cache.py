@@ -19,10 +19,9 @@ import time
 
 from redis import Redis
 
-from tracker import __version__
 from tracker.config import TrackerConfig
 from tracker.reports.collector import collector_paused
-from tracker.reports.fingerprint import code_fingerprint
+from tracker.reports.fingerprint import CODE
 from tracker.reports.loading import MonthRequest, report_for
 from tracker.reports.render import FULL, render_bytes
 from tracker.store.month_state import MonthState
@@ -32,15 +31,6 @@ CACHE_SECONDS = 6 * 3600
 MAX_ENTRIES = 128
 MAX_ENTRY_BYTES = 4 * 1024 * 1024  # a 1,400-PR month's JSON is about 2 MB; at most 512 MB in all
 INDEX = "tracker:render-index"  # sorted set: entry key -> last use (epoch seconds)
-
-
-def _code_fingerprint() -> str:
-    """What produced a rendered text: the core's and the reports' sources and the templates. In the
-    cache key, so an upgrade that changes any of them never serves text rendered by the old code."""
-    return code_fingerprint(("core", "*.py"), ("reports", "*.py"), ("reports/templates", "*"))
-
-
-CODE = _code_fingerprint()
 
 
 def rendered(
@@ -98,7 +88,6 @@ def render_key(
     fingerprint = hashlib.sha256(
         "|".join(
             [
-                __version__,
                 CODE,
                 request.repo.lower(),
                 str(request.window.month),

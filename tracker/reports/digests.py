@@ -29,17 +29,16 @@ import orjson
 from redis import Redis
 from sqlalchemy import Engine
 
-from tracker import __version__
 from tracker.config import TrackerConfig
 from tracker.core.coverage import Coverage
-from tracker.core.snapshot import MonthSnapshot
 from tracker.core.window import Month, Window, month_window
-from tracker.reports.fingerprint import code_fingerprint
+from tracker.reports.fingerprint import CODE
 from tracker.store.month_digest import (
     AUXILIARY,
     EVIDENCE,
     FORMAT,
     PATHS,
+    Folded,
     MonthDigest,
     WindowDigest,
     cutoff_index,
@@ -56,7 +55,6 @@ from tracker.store.month_state import MonthState
 log = logging.getLogger(__name__)
 
 DIGEST_SECONDS = 24 * 3600  # an old version's digest is deleted when the next is kept; this bounds the rest
-CODE = code_fingerprint(("core", "*.py"), ("store", "*.py"))
 
 
 def month_windows(month: str, timezone: str) -> tuple[Window, ...]:
@@ -92,7 +90,6 @@ def _fingerprint(config: TrackerConfig, full_name: str, month: str, timezone: st
     return hashlib.sha256(
         "|".join(
             [
-                __version__,
                 CODE,
                 str(FORMAT),
                 full_name.lower(),
@@ -139,7 +136,7 @@ class KeptDigest:
 
     def fold_at(
         self, repo: str, window: Window, coverage: Coverage | None = None, *, evidence: bool = True
-    ) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
+    ) -> Folded | None:
         """`MonthDigest.fold_at`, or None when the digest does not hold the window (any more)."""
         values = cutoff_fields(self.cache, self.key, window, evidence)
         return fold_encoded(
@@ -185,7 +182,7 @@ def cached_fold(
     coverage: Coverage | None = None,
     *,
     evidence: bool = True,
-) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
+) -> Folded | None:
     """The month's snapshot at `window` and each PR's changed paths then, from its digest in Redis when a
     worker kept it for the month as it is now, else from the window this process holds or the month's
     latest digest, each patched with the PRs changed since; else the window read whole from the database

@@ -25,16 +25,13 @@ from typing import Any
 import orjson
 from redis import Redis
 
-from tracker import __version__
 from tracker.core import clusters
-from tracker.reports.fingerprint import code_fingerprint
+from tracker.reports.fingerprint import CODE
 
 log = logging.getLogger(__name__)
 
 GROUPING_SECONDS = 40 * 24 * 3600
 PREFIX = "tracker:grouping:"
-# What a grouping depends on besides its items: the core's sources (clusters, titles, themes...).
-CORE = code_fingerprint(("core", "*.py"))
 
 
 class SharedGroupings:
@@ -69,7 +66,7 @@ def grouping_key(items: Sequence[clusters.Item]) -> str:
     content = orjson.dumps(
         [[item.title, item.labels, item.paths, item.references, item.prior] for item in items],
     )
-    digest = hashlib.sha256(f"{__version__}|{CORE}|".encode() + content).hexdigest()
+    digest = hashlib.sha256(f"{CODE}|".encode() + content).hexdigest()
     return PREFIX + digest
 
 

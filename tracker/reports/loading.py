@@ -11,6 +11,7 @@ from redis import Redis
 from sqlalchemy import Engine
 
 from tracker.config import TrackerConfig
+from tracker.core import memo
 from tracker.core.coverage import Coverage
 from tracker.core.report import Report, build_report
 from tracker.core.snapshot import MonthSnapshot, build_snapshot
@@ -130,11 +131,11 @@ def report_for(
         else cached_fold(cache, state, config, request.repo, window, coverage, evidence=evidence)
     )
     if folded is not None:
-        snapshot, paths = folded
+        snapshot, paths, known = folded
     else:
         inputs = state.month_inputs(request.repo, str(window.month), window.end)
-        snapshot, paths = _snapshot(state, config, request, inputs, coverage), inputs.paths
-    report = build_report(snapshot, paths, config.themes_for(request.repo), group=SharedGroupings(cache))
+        snapshot, paths, known = _snapshot(state, config, request, inputs, coverage), inputs.paths, memo.NOTHING
+    report = build_report(snapshot, paths, config.themes_for(request.repo), group=SharedGroupings(cache), known=known)
     return with_prose(report, state.engine, config) if prose else report
 
 

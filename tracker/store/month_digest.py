@@ -32,9 +32,9 @@ import re
 import zlib
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from sqlalchemy import Connection, Engine, select
@@ -58,7 +58,7 @@ from tracker.store.heads import verdict_from_row
 from tracker.store.month_state import best_facts, head_details, version_candidates, version_from_row
 from tracker.store.schema import month_activity, pr_facts, pr_versions
 
-FORMAT = 7  # of `encode`; part of the cache key
+FORMAT = 8  # of `encode`; part of the cache key
 _KINDS = {kind.value: kind for kind in FactKind}
 _CATEGORIES = {category.value: category for category in Category}
 _STATES = {state.value: state for state in PRState}
@@ -83,10 +83,10 @@ class MonthDigest:
     paths: list[list[Any]]  # [number, head sha, [positions in path_table]]
     # every body of the versions once (`body_excerpt`); a version's body field is its position here
     bodies: list[str]
-    # What the report computes of each body (its summary sentence, "" for none: `summaries`, by position in
-    # `bodies`), of each title (`_title_row`) and of each cleaned path (is_auxiliary), computed here once for
-    # every process that reads the digest (tracker.core.memo)
-    summaries: list[str]
+    # What the report computes of each body (`_body_row`, by position in `bodies`), of each title
+    # (`_title_row`) and of each cleaned path (is_auxiliary), computed here once for every report built from
+    # the digest (`Folded.known`, tracker.core.memo)
+    body_facts: list[list[Any]]
     titles: list[list[Any]]
     auxiliary: dict[str, bool]
 
@@ -130,7 +130,7 @@ class MonthDigest:
 
     def fold_at(
         self, repo: str, window: Window, coverage: Coverage | None = None, *, evidence: bool = True
-    ) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
+    ) -> Folded | None:
         """The snapshot `build_snapshot` makes of `MonthState.month_inputs` for `window`, and the changed
         paths of the head each of its PRs has at the window end; None when the window is not one of this
         digest's. `evidence=False`: each PR's evidence left empty, for a document that does not show it
@@ -140,10 +140,11 @@ class MonthDigest:
             return None
         cut = self.slice_at(index)
         shown = [orjson.loads(text) for text in cut.evidence] if evidence else None
-        _offer(cut.titles, self.auxiliary, dict(zip(self.bodies, self.summaries, strict=True)))
-        return _folded(
+        snapshot, changed = _folded(
             cut.versions, cut.pull_requests, cut.paths, self.path_table, self.bodies, shown, repo, window, coverage
         )
+        known = _known(cut.titles, self.auxiliary, zip(self.bodies, self.body_facts, strict=True))
+        return Folded(snapshot, changed, known)
 
 
 def cutoff_index(window: Window) -> int:
@@ -175,13 +176,38 @@ def _title_row(title: str) -> list[Any]:
     ]
 
 
-def _offer(titles: list[list[Any]], auxiliary: dict[str, bool], summaries: dict[str, str]) -> None:
-    """Make what the worker computed of these titles, paths and bodies known to this process's memos."""
-    kinds = ("display_title", "clean_title", "normalise_title", "revert_facts", "upkeep_facts")
-    for position, kind in enumerate(kinds, start=1):
-        memo.offer(kind, {row[0]: row[position] for row in titles})
-    memo.offer("is_auxiliary", auxiliary)
-    memo.offer("summary_sentence", summaries)
+def _body_row(body: str) -> list[Any]:
+    """What a report computes of a body, as JSON holds it: its `summary_sentence` ("" for none) and the PR
+    numbers it names (`body_references`)."""
+    return [summary_sentence(body) or "", sorted(body_references(body))]
+
+
+_TITLE_KINDS = ("display_title", "clean_title", "normalise_title", "revert_facts", "upkeep_facts")
+
+
+def _known(
+    titles: Iterable[list[Any]], auxiliary: dict[str, bool], body_facts: Iterable[tuple[str, list[Any]]]
+) -> memo.Known:
+    """What the worker computed of these titles (`_title_row`s), paths and bodies (each with its `_body_row`),
+    as the results a report is given (tracker.core.memo)."""
+    rows = list(titles)
+    known: dict[str, Any] = {
+        kind: {row[0]: row[position] for row in rows} for position, kind in enumerate(_TITLE_KINDS, 1)
+    }
+    summaries, references = {}, {}
+    for body, (sentence, numbers) in body_facts:
+        summaries[body], references[body] = sentence, numbers
+    known.update(is_auxiliary=auxiliary, summary_sentence=summaries, body_references=references)
+    return known
+
+
+class Folded(NamedTuple):
+    """A cutoff's snapshot from a digest, the changed paths of each of its PRs' head then, and what the
+    worker computed of their titles, bodies and paths (`build_report`'s `known`)."""
+
+    snapshot: MonthSnapshot
+    paths: dict[int, list[str]]
+    known: memo.Known
 
 
 def _held_at(held: Sequence[Sequence[Any]], index: int) -> Any:
@@ -365,7 +391,7 @@ def _digest(windows: Sequence[Window], rules: Rules, rows: _Rows | None) -> Mont
         path_table=list(table),
         paths=[[number, sha, positions] for (number, sha), positions in paths.items()],
         bodies=list(bodies),
-        summaries=[summary_sentence(body) or "" for body in bodies],
+        body_facts=[_body_row(body) for body in bodies],
         titles=[
             _title_row(title) for title in sorted({version.title for held in chosen.values() for _, version in held})
         ],
@@ -481,7 +507,7 @@ def encode(digest: MonthDigest) -> dict[str, bytes]:
         )
     # orjson's compact JSON holds no line break (one in a string is escaped): each line is one document
     tables = orjson.dumps(
-        {"paths": digest.path_table, "bodies": digest.bodies, "summaries": digest.summaries, "titles": digest.titles}
+        {"paths": digest.path_table, "bodies": digest.bodies, "body_facts": digest.body_facts, "titles": digest.titles}
     )
     encoded[PATHS] = b"\n".join([tables, *versions])
     encoded[AUXILIARY] = orjson.dumps(digest.auxiliary)
@@ -509,15 +535,14 @@ def fold_encoded(
     coverage: Coverage | None = None,
     *,
     with_evidence: bool = True,
-) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
+) -> Folded | None:
     """`MonthDigest.fold_at` from the fields `encode` made for the window's cutoff (`evidence` only when
     `with_evidence`); None when one is missing, of another format or for another window."""
     found = _cutoff_document(cut, tables, auxiliary, evidence, window, with_evidence)
     if found is None:
         return None
     document, month, auxiliary, shown = found
-    _offer(month["titles"], orjson.loads(auxiliary), dict(zip(month["bodies"], month["summaries"], strict=True)))
-    return _folded(
+    snapshot, changed = _folded(
         document["versions"],
         document["pull_requests"],
         document["paths"],
@@ -528,6 +553,8 @@ def fold_encoded(
         window,
         coverage,
     )
+    known = _known(month["titles"], orjson.loads(auxiliary), zip(month["bodies"], month["body_facts"], strict=True))
+    return Folded(snapshot, changed, known)
 
 
 def _cutoff_document(
@@ -569,7 +596,7 @@ class WindowDigest:
     paths: dict[int, list[str]]  # number -> the changed paths of its head at the end
     titles: dict[str, list[Any]]  # title -> `_title_row`
     auxiliary: dict[str, bool]
-    summaries: dict[str, str]  # body -> its summary sentence ("" for none), of the bodies of `versions`
+    body_facts: dict[str, list[Any]]  # body -> its `_body_row`, of the bodies of `versions`
     evidence: bool  # whether `entries` hold each PR's evidence
 
     def patched(self, changed: set[int], partial: MonthDigest) -> WindowDigest:
@@ -586,7 +613,7 @@ class WindowDigest:
         merged = {**self.titles, **fresh.titles}
         said = {values[_TITLE] for values in versions.values()}
         written = {values[_BODY] for values in versions.values()}
-        summaries = {**self.summaries, **fresh.summaries}
+        body_facts = {**self.body_facts, **fresh.body_facts}
         return WindowDigest(
             end=self.end,
             entries={**kept(self.entries), **fresh.entries},
@@ -594,18 +621,14 @@ class WindowDigest:
             paths={**kept(self.paths), **fresh.paths},
             titles={title: texts for title, texts in merged.items() if title in said},
             auxiliary={**self.auxiliary, **fresh.auxiliary},
-            summaries={body: sentence for body, sentence in summaries.items() if body in written},
+            body_facts={body: facts for body, facts in body_facts.items() if body in written},
             evidence=self.evidence,
         )
 
-    def fold(
-        self, repo: str, window: Window, coverage: Coverage | None = None
-    ) -> tuple[MonthSnapshot, dict[int, list[str]]] | None:
-        """What `MonthDigest.fold_at` gives at this window (None for another window): the snapshot, and the
-        changed paths of each of its PRs' head then."""
+    def fold(self, repo: str, window: Window, coverage: Coverage | None = None) -> Folded | None:
+        """What `MonthDigest.fold_at` gives at this window (None for another window)."""
         if window.end != self.end:
             return None
-        _offer(list(self.titles.values()), self.auxiliary, self.summaries)
         numbers = sorted(self.entries)
         pull_requests = []
         for number in numbers:
@@ -614,7 +637,8 @@ class WindowDigest:
             version = _attributes(values) if values is not None else None
             pull_requests.append(_pull_request(number, entry, version, evidence))
         changed = {number: list(self.paths[number]) for number in numbers if number in self.paths}
-        return assemble_snapshot(repo, window, pull_requests, coverage), changed
+        known = _known(self.titles.values(), self.auxiliary, self.body_facts.items())
+        return Folded(assemble_snapshot(repo, window, pull_requests, coverage), changed, known)
 
 
 def window_of_cutoff(
@@ -639,7 +663,7 @@ def window_of_cutoff(
         document["paths"],
         month["paths"],
         month["bodies"],
-        month["summaries"],
+        month["body_facts"],
         shown,
         month["titles"],
         orjson.loads(auxiliary),
@@ -657,7 +681,7 @@ def window_of_digest(digest: MonthDigest, evidence: bool) -> WindowDigest:
         cut.paths,
         digest.path_table,
         digest.bodies,
-        digest.summaries,
+        digest.body_facts,
         shown,
         cut.titles,
         digest.auxiliary,
@@ -671,7 +695,7 @@ def _window(
     paths: list[list[Any]],
     path_table: list[str],
     bodies: list[str],
-    summaries: list[str],
+    body_facts: list[list[Any]],
     evidence: list[Any] | None,
     titles: list[list[Any]],
     auxiliary: dict[str, bool],
@@ -686,7 +710,7 @@ def _window(
         paths={number: [path_table[position] for position in positions] for number, positions in paths},
         titles={texts[0]: texts for texts in titles},
         auxiliary=auxiliary,
-        summaries={bodies[position]: summaries[position] for position in written},
+        body_facts={bodies[position]: body_facts[position] for position in written},
         evidence=evidence is not None,
     )
 
