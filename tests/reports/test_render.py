@@ -18,6 +18,8 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tracker.core.attributes import AttributeVersion, version_at
 from tracker.core.classify import ChangedFile, HeadVerdict, Rules, classify_head
@@ -115,6 +117,17 @@ def test_unknown_language_names_what_was_asked_and_what_is_offered(asked: str) -
 )
 def test_plain_is_one_line_without_control_characters(text: str, expected: str) -> None:
     assert plain(text) == expected
+
+
+_TRICKY = "ab #\t\n\x00\x1f\x7f\x85\u200b\u2028\u00a0中 "
+
+
+@given(st.text(alphabet=st.sampled_from(_TRICKY), max_size=30) | st.text(max_size=30))
+def test_plain_answers_an_ascii_title_as_it_answers_any_text(text: str) -> None:
+    """Its shortcut for printable ASCII (most titles) gives what the full cleaning gives."""
+    from tracker.reports.render import _CONTROL, _INVISIBLE, _SPACES
+
+    assert plain.__wrapped__(text, None) == _SPACES.sub(" ", _CONTROL.sub(" ", _INVISIBLE.sub("", text)).strip())
 
 
 def test_plain_keeps_a_title_of_exactly_the_cap() -> None:

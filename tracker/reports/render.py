@@ -90,8 +90,12 @@ def language(value: str | None) -> str:
 @lru_cache(maxsize=65_536)  # a report says each base branch at every citation, and each title in several places
 def plain(text: str, limit: int | None = MAX_TITLE) -> str:
     """One line, no control or invisible characters, at most `limit` characters."""
-    line = _CONTROL.sub(" ", _INVISIBLE.sub("", text)).strip()
-    line = _SPACES.sub(" ", line)
+    if text.isascii() and text.isprintable():  # most titles: no control, invisible or other space character
+        line = text.strip()
+        if "  " in line:
+            line = _SPACES.sub(" ", line)
+    else:
+        line = _SPACES.sub(" ", _CONTROL.sub(" ", _INVISIBLE.sub("", text)).strip())
     return line if limit is None or len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
