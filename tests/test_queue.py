@@ -32,6 +32,7 @@ from tracker.queue import (
     WORKER_DEQUEUE_TIMEOUT,
     WORKER_REDIS,
     WORKER_TTL,
+    Backoff,
     DrainAsker,
     connect_redis,
     delivery_queue,
@@ -44,6 +45,7 @@ from tracker.queue import (
     job_id,
     queue_counts,
     redis_run,
+    run_job_id,
     waiting_jobs,
     waiting_on_github,
 )
@@ -183,7 +185,7 @@ def test_enqueue_head_fetch_queues_a_job_and_sets_a_marker(github: Queue, redis:
     job = github.fetch_job(FETCH_ID)
     assert job is not None
     assert job.func_name == FETCH_FUNCTION == "workers.jobs.fetch_head_files"
-    assert list(job.args) == [FULL_NAME, 7, HEAD, BASE, 0]
+    assert list(job.args) == [FULL_NAME, 7, HEAD, BASE, 0, 0]  # attempt, outages
     assert job.timeout == 300
     assert job.result_ttl == 600
     assert redis.get(MARKER) == redis_run(redis).encode()  # the Redis run that set it
@@ -241,7 +243,10 @@ def test_enqueue_head_fetch_refuses_while_the_marker_exists(github: Queue) -> No
 def test_a_rescheduling_job_passes_the_marker(github: Queue, redis: Redis) -> None:
     assert enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE) is True
     due = time.time() + 3600
-    assert enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE, at=due, attempt=1, reschedule=True) is True
+    assert (
+        enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE, at=due, attempt=1, outages=1, reschedule=True)
+        is True
+    )
     assert github.job_ids == [FETCH_ID]  # the next attempt waits in the scheduled registry
     registry = ScheduledJobRegistry(queue=github, connection=redis)  # type: ignore[no-untyped-call]
     assert registry.get_job_ids() == [f"{FETCH_ID}-1"]
@@ -249,15 +254,33 @@ def test_a_rescheduling_job_passes_the_marker(github: Queue, redis: Redis) -> No
     job = github.fetch_job(f"{FETCH_ID}-1")
     assert job is not None
     assert job.get_status() == JobStatus.SCHEDULED
-    assert list(job.args) == [FULL_NAME, 7, HEAD, BASE, 1]
+    assert list(job.args) == [FULL_NAME, 7, HEAD, BASE, 1, 1]
     assert redis.exists(MARKER)
     assert int(due) + 900 - time.time() - 1 <= redis.ttl(MARKER) <= 3600 + 900
     # The first attempt's job is untouched.
     first = github.fetch_job(FETCH_ID)
     assert first is not None
-    assert list(first.args) == [FULL_NAME, 7, HEAD, BASE, 0]
+    assert list(first.args) == [FULL_NAME, 7, HEAD, BASE, 0, 0]
     # And the marker still keeps the sweep out.
     assert enqueue_head_fetch(github, FULL_NAME, REPO, 7, HEAD, BASE) is False
+
+
+def test_each_run_of_a_job_has_an_id_of_its_own() -> None:
+    assert run_job_id(FETCH_ID, 0) == FETCH_ID
+    assert run_job_id(FETCH_ID, 1) == f"{FETCH_ID}-1"
+    assert run_job_id(FETCH_ID, 12) == f"{FETCH_ID}-12"
+
+
+def test_a_backoff_doubles_up_to_its_longest_wait_then_gives_up() -> None:
+    backoff = Backoff(first=30.0)
+    for failures, wait in enumerate([30, 60, 120, 240, 480, 960, 1920]):
+        delays = [backoff.delay(failures) for _ in range(200)]
+        assert all(d is not None and 0.75 * wait <= d <= 1.25 * wait for d in delays)
+        assert max(d or 0 for d in delays) - min(d or 0 for d in delays) > 0.2 * wait  # spread, not one moment
+    assert backoff.delay(7) is None  # the 8th failure in a row is the last
+    capped = Backoff(first=600.0, longest=3600.0, tries=20)
+    assert all(0.75 * 3600 <= (capped.delay(10) or 0) <= 1.25 * 3600 for _ in range(50))
+    assert Backoff(first=1.0, tries=1).delay(0) is None
 
 
 def test_a_first_fetch_at_a_later_moment_is_scheduled(github: Queue, redis: Redis) -> None:

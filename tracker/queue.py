@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import random
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -52,6 +53,33 @@ NARRATE_JOB_TIMEOUT = 1800  # a section a request or two, each up to TRACKER_LLM
 FETCH_MARKER_GRACE = 900
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """When a job whose run failed for a reason that passes (an outage) runs again, and when it stops
+    trying: `first` seconds after its first failure, twice as long after each further one in a row, up
+    to `longest`; each wait is drawn within ±25 % of that, so that the jobs one outage failed together do
+    not all come back in the same second. The `tries`-th failed run in a row is the last."""
+
+    first: float
+    longest: float = 3600.0
+    tries: int = 8
+
+    def delay(self, failures: int) -> float | None:
+        """Seconds until the next run of a job whose run just failed, `failures` failed runs in a row
+        before it; None when it was the last try."""
+        if failures + 1 >= self.tries:
+            return None
+        return min(self.longest, self.first * 2.0**failures) * random.uniform(0.75, 1.25)
+
+
+def run_job_id(identifier: str, attempt: int) -> str:
+    """The job id of the `attempt`-th re-scheduled run of the job `identifier` (0: its first run). Each
+    run has an id of its own: a running job that re-schedules itself under its own id loses its next
+    run, since RQ saves the job as finished over the scheduled one when the run ends, and expires it
+    with its result (RESULT_TTL), before a rate limit of an hour is over."""
+    return identifier if attempt == 0 else f"{identifier}-{attempt}"
 
 
 @dataclass(frozen=True)
@@ -176,15 +204,18 @@ def finalize_job_id(full_name: str, month: str, force: bool) -> str:
     return job_id("finalize", f"{full_name.lower()}@{month}{'+force' if force else ''}")
 
 
-def enqueue_publish(queue: Queue, full_name: str, month: str, edition: str, *, at: float | None = None) -> None:
+def enqueue_publish(
+    queue: Queue, full_name: str, month: str, edition: str, *, at: float | None = None, outages: int = 0
+) -> None:
     """Ask for one edition of a month to be published (again): publishing is idempotent, so a second
-    job for the same edition writes nothing new."""
+    job for the same edition writes nothing new. `outages`: the GitHub outages in a row a re-scheduled
+    publication follows (tracker.github.retry)."""
     options = {
         "job_timeout": JOB_TIMEOUT,
         "result_ttl": RESULT_TTL,
         "description": f"publish the {edition} edition of {month} of {full_name}",
     }
-    _enqueue(queue, PUBLISH_FUNCTION, (full_name, month, edition), options, at)
+    _enqueue(queue, PUBLISH_FUNCTION, (full_name, month, edition, outages), options, at)
 
 
 def enqueue_narrate(queue: Queue, full_name: str, month: str, *, at: float | None = None) -> None:
@@ -216,7 +247,7 @@ def enqueue_finalize(
         return None
     arguments = (full_name, month, force, trigger, deadline, attempt)
     options = {
-        "job_id": identifier if attempt == 0 else f"{identifier}-{attempt}",
+        "job_id": run_job_id(identifier, attempt),
         "job_timeout": JOB_TIMEOUT,
         "result_ttl": RESULT_TTL,
         "description": f"finalise {month} of {full_name}",
@@ -307,21 +338,22 @@ def enqueue_head_fetch(
     *,
     at: float | None = None,
     attempt: int = 0,
+    outages: int = 0,
     reschedule: bool = False,
 ) -> bool:
     """Ask for a head's files, `at` a moment or now; False when a job for that head is already on
     its way (a marker in Redis says so until shortly after the job is due, so the sweep does not
-    pile up requests behind a rate limit). A job re-scheduling itself passes `reschedule`."""
+    pile up requests behind a rate limit). A job re-scheduling itself passes `reschedule`, the number
+    of its next run (`attempt`) and the GitHub outages in a row that run follows (`outages`)."""
     identifier = fetch_job_id(repo, number, head_sha)
     marker = fetch_marker(repo, number, head_sha)
     due = at if at is not None else time.time()
     run = redis_run(queue.connection)
     if not queue.connection.set(marker, run, exat=int(due) + FETCH_MARKER_GRACE, nx=not reschedule):
         return False
-    arguments = (full_name, number, head_sha, base_sha, attempt)
-    # Each attempt has its own job id: a running job must not overwrite itself when it re-schedules.
+    arguments = (full_name, number, head_sha, base_sha, attempt, outages)
     options = {
-        "job_id": identifier if attempt == 0 else f"{identifier}-{attempt}",
+        "job_id": run_job_id(identifier, attempt),
         "job_timeout": JOB_TIMEOUT,
         "result_ttl": RESULT_TTL,
     }
@@ -345,19 +377,21 @@ def enqueue_history(
     at: float | None = None,
     attempt: int = 0,
     files: str = "daily",
+    outages: int = 0,
 ) -> str | None:
     """Ask for a backfill or reconciliation of [start, end) of a repository, now or `at` a moment (a
-    rate limit); None when the same run is already waiting. Returns the job id."""
+    rate limit, an outage: the run's `attempt`-th re-scheduled run, after `outages` GitHub outages in
+    a row); None when the same run is already waiting. Returns the job id."""
     identifier = history_job_id(kind, full_name, start)
     if attempt == 0 and waiting_jobs(queue, [identifier]):
         return None
     options = {
-        "job_id": identifier if attempt == 0 else f"{identifier}-{attempt}",
+        "job_id": run_job_id(identifier, attempt),
         "job_timeout": HISTORY_JOB_TIMEOUT,
         "result_ttl": RESULT_TTL,
         "description": f"{kind} {full_name} from {start} to {end}",
     }
-    _enqueue(queue, HISTORY_FUNCTION, (kind, full_name, start, end, attempt, files), options, at)
+    _enqueue(queue, HISTORY_FUNCTION, (kind, full_name, start, end, attempt, files, outages), options, at)
     return str(options["job_id"])
 
 

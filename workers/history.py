@@ -9,6 +9,7 @@ import time
 from tracker.core.history import RECONCILIATION
 from tracker.github.client import BadAnswer, RateLimited, RequestRefused, Unavailable
 from tracker.github.history import DAILY, Target, read_history, redeliver_failed
+from tracker.github.retry import held_back, next_run
 from tracker.queue import enqueue_history
 from tracker.services import Services
 from tracker.store.history import WAITING
@@ -16,50 +17,47 @@ from workers.runtime import current
 
 log = logging.getLogger(__name__)
 
-# After this many re-scheduled attempts of a GitHub outage, the run fails (and is visible in status).
-HISTORY_ATTEMPTS = 8
-
 
 def target(services: Services, full_name: str, start: int, end: int, files: str = DAILY) -> Target:
     config = services.config
     return Target(full_name, start, end, config.timezone_for, config.rules_for(full_name), files)
 
 
-def read_history_job(kind: str, full_name: str, start: int, end: int, attempt: int = 0, files: str = DAILY) -> str:
-    """Run (or resume) one backfill or reconciliation; a rate limit re-schedules it for the moment
-    GitHub gives, and it resumes where it stopped."""
+def read_history_job(
+    kind: str, full_name: str, start: int, end: int, attempt: int = 0, files: str = DAILY, outages: int = 0
+) -> str:
+    """Run (or resume) one backfill or reconciliation; a rate limit or an outage re-schedules it
+    (tracker.github.retry: `attempt` numbers its runs, `outages` counts the GitHub outages in a row
+    before this one), and it resumes where it stopped."""
     services = current()
     queue = services.github_queue if services.redis is not None else None
     quota = services.quota()
 
-    def later(at: float, why: str) -> str:
+    def later(at: float, next_outages: int, why: str) -> str:
         assert queue is not None
         services.history.open_run(kind, full_name, start, end, state=WAITING)
-        enqueue_history(queue, kind, full_name, start, end, at=at, attempt=attempt + 1, files=files)
+        enqueue_history(
+            queue, kind, full_name, start, end, at=at, attempt=attempt + 1, files=files, outages=next_outages
+        )
         return why
 
-    blocked = quota.blocked_until() if quota is not None else 0.0
-    if queue is not None and blocked > time.time():
-        return later(blocked, "waiting for the rate limit")
+    blocked = held_back(quota)
+    if queue is not None and blocked:
+        return later(blocked, outages, "waiting for the rate limit")
     try:
         with services.github(full_name) as client:
             wanted = target(services, full_name, start, end, files)
             run = read_history(client, services.history, services.heads, wanted, kind)
             redelivered = _redeliver(services, client, full_name, start) if kind == RECONCILIATION else []
-    except RateLimited as exc:
-        if queue is None or quota is None:
+    except (RateLimited, Unavailable) as exc:
+        # The run keeps its checkpoint: the next run resumes from it. Its waits after an outage are
+        # twice a fetch's: 1 min, 2 min, 4 min, ... up to an hour.
+        then = next_run(exc, outages, 2 * services.github_backoff, quota)
+        if then.at is None:
             raise
-        quota.block_until(exc.retry_at)
-        return later(exc.retry_at, f"waiting for the {exc.kind} rate limit")
-    except Unavailable as exc:
-        if queue is None or attempt + 1 >= HISTORY_ATTEMPTS:
-            raise
-        # The run keeps its checkpoint: the next attempt resumes. 1 min, 2 min, 4 min, ... up to an hour.
-        delay = min(3600.0, 2 * services.github_backoff * 2**attempt)
-        log.warning(
-            "%s of %s: %s; trying again in %.0f s", kind, full_name, exc, delay, extra={"repository": full_name}
-        )
-        return later(time.time() + delay, f"GitHub unavailable; trying again in {delay:.0f} s")
+        if isinstance(exc, Unavailable):  # a rate limit is in the run's detail (tracker.github.history)
+            log.warning("%s of %s: %s", kind, full_name, then.reason, extra={"repository": full_name})
+        return later(then.at, then.outages, then.said)
     summary = (
         f"{kind} of {full_name}: {run.done} of {run.total} PRs, {run.requests} requests "
         f"({run.not_modified} not modified)"

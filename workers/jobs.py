@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import random
 import re
 import time
 from collections import Counter
@@ -17,6 +16,7 @@ from tracker.core.repository import repository_key
 from tracker.github.client import GitHubClient, RateLimited, RequestRefused, Unavailable
 from tracker.github.fetch import fetch_and_store
 from tracker.github.quota import QuotaTally
+from tracker.github.retry import held_back, next_run
 from tracker.queue import enqueue_finalize, enqueue_head_fetch, fetch_done, fetches_done
 from tracker.reports.records import due_months, final_request, finalize, readiness
 from tracker.store.heads import UNAVAILABLE, DeferredHeads
@@ -28,9 +28,6 @@ from workers.retention import apply_retention
 from workers.runtime import current
 
 log = logging.getLogger(__name__)
-
-# After this many re-scheduled attempts of a GitHub outage, the fetch job fails (and is visible).
-FETCH_ATTEMPTS = 8
 
 
 def process_delivery(delivery_id: str) -> str:
@@ -83,7 +80,7 @@ class _Batch:
         self.moved_on = services.heads.moved_on(list(self.unknown))
         self.heads = DeferredHeads(services.heads)
         quota = services.quota()
-        self.blocked_until = quota.blocked_until() if quota is not None else 0.0
+        self.blocked_until = held_back(quota)
         self.tally = QuotaTally(quota) if quota is not None else None
         self.done: list[tuple[str, int, str]] = []
 
@@ -110,10 +107,17 @@ class _Batch:
 
 
 def fetch_head_files(
-    full_name: str, number: int, head_sha: str, base_sha: str, attempt: int = 0, batch: _Batch | None = None
+    full_name: str,
+    number: int,
+    head_sha: str,
+    base_sha: str,
+    attempt: int = 0,
+    outages: int = 0,
+    batch: _Batch | None = None,
 ) -> str:
-    """Fetch and classify one head's files. Waiting (rate limits, outages) re-schedules the job.
-    A fetch that fails or must wait logs a warning with the reason and records it for
+    """Fetch and classify one head's files. Waiting (rate limits, outages) re-schedules the job
+    (tracker.github.retry): `attempt` numbers its runs, `outages` counts the GitHub outages in a row
+    before this one. A fetch that fails or must wait logs a warning with the reason and records it for
     `/api/v1/status` (`github.last_error`); neither ever holds the token. `batch`: what the job
     fetching several heads (`fetch_heads`) shares, else this head has a client of its own."""
     from redis.exceptions import RedisError
@@ -144,10 +148,19 @@ def fetch_head_files(
     what = f"the files of {full_name}#{number} at {head_sha[:12]}"
     where = {"repository": full_name}  # a JSON log line's field (tracker.logs)
 
-    def again(at: float, next_attempt: int) -> None:
+    def again(at: float, next_outages: int) -> None:
         assert queue is not None
         enqueue_head_fetch(
-            queue, full_name, repo, number, head_sha, base_sha, at=at, attempt=next_attempt, reschedule=True
+            queue,
+            full_name,
+            repo,
+            number,
+            head_sha,
+            base_sha,
+            at=at,
+            attempt=attempt + 1,
+            outages=next_outages,
+            reschedule=True,
         )
 
     def failed(reason: str, next_try: float | None) -> None:
@@ -160,11 +173,11 @@ def fetch_head_files(
             except RedisError as exc:  # the job's outcome matters more than the status line
                 log.warning("could not record the GitHub error in Redis (%s)", type(exc).__name__, extra=where)
 
-    blocked = batch.blocked_until if batch is not None else quota.blocked_until() if quota is not None else 0.0
+    blocked = batch.blocked_until if batch is not None else held_back(quota)
     if queue is not None and blocked > time.time():
         # The rate limit was logged once, when it was hit; every fetch held back by it is routine.
         log.debug("%s waits for the rate limit until %s", what, iso_utc(int(blocked)), extra=where)
-        again(blocked, attempt)
+        again(blocked, outages)
         return "waiting for the rate limit"
     try:
         with batch.borrow(full_name) if batch is not None else services.github(full_name) as client:
@@ -178,25 +191,15 @@ def fetch_head_files(
                 services.config.rules_for(full_name),
                 moved_on=batch is not None and head in batch.moved_on,
             )
-    except RateLimited as exc:
-        if queue is None or quota is None:
-            failed(f"{exc.kind} rate limit until {iso_utc(int(exc.retry_at))}", None)
+    except (RateLimited, Unavailable) as exc:
+        then = next_run(exc, outages, services.github_backoff, quota)
+        failed(then.reason, then.at)
+        if then.at is None:
             raise
-        failed(f"{exc.kind} rate limit: waiting until {iso_utc(int(exc.retry_at))}", exc.retry_at)
-        quota.block_until(exc.retry_at)
-        if batch is not None:
-            batch.blocked_until = max(batch.blocked_until, exc.retry_at)
-        again(exc.retry_at, attempt)
-        return f"waiting for the {exc.kind} rate limit"
-    except Unavailable as exc:
-        if queue is None or attempt + 1 >= FETCH_ATTEMPTS:
-            failed(f"GitHub unavailable ({exc}); giving up after {attempt + 1} attempts", None)
-            raise
-        # Exponential backoff with jitter: 30 s, 1 min, 2 min, ... up to an hour.
-        delay = min(3600.0, services.github_backoff * 2**attempt) * random.uniform(0.75, 1.25)
-        failed(f"GitHub unavailable ({exc}); next try in {delay:.0f} s", time.time() + delay)
-        again(time.time() + delay, attempt + 1)
-        return f"GitHub unavailable; trying again in {delay:.0f} s"
+        if batch is not None and isinstance(exc, RateLimited):  # the batch's other heads wait too
+            batch.blocked_until = max(batch.blocked_until, then.at)
+        again(then.at, then.outages)
+        return then.said
     except RequestRefused as exc:
         if exc.status not in (404, 410, 422):
             hint = ""

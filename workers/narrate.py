@@ -14,9 +14,10 @@ for later: the job is re-scheduled at the moment the endpoint gives, the termina
 failure of the endpoint (a wrong key, a timeout, a 5xx, an exhausted quota) stores nothing, so the next
 run asks again; it is logged and kept for the status page (`NarrationStore.failed`). The input includes
 the subjects of the PRs' commits inside the window, read from GitHub (tracker.github.commits) for the
-sections to write; a GitHub rate limit waits (re-scheduled, or slept through) before the model is asked
-anything; a GitHub that cannot be reached leaves the commit subjects out. Every HTTP request to the model
-is added to the month's bill (`NarrationStore.spend`), which pruning never touches.
+sections to write; a GitHub rate limit, met by this run or by any other job, waits (re-scheduled, or slept
+through) before the model is asked anything; a GitHub that cannot be reached leaves the commit subjects
+out. Every HTTP request to the model is added to the month's bill (`NarrationStore.spend`), which pruning
+never touches.
 
 A month's finalisation waits for its narration (`narration_settled`, bounded by the finalisation's
 deadline), and prose written after a month was frozen without it adds a revision of the record
@@ -38,6 +39,7 @@ from tracker.core.report import Report
 from tracker.core.window import Month, iso_utc, today_in
 from tracker.github.client import BadAnswer, RateLimited, Unavailable
 from tracker.github.commits import commit_messages
+from tracker.github.retry import held_back, rate_limited
 from tracker.llm.client import ChatClient
 from tracker.llm.narrator import narrate
 from tracker.queue import enqueue_narrate
@@ -159,15 +161,24 @@ def narrate_once(
         for c in narration.narrated_changes(s)
         for number in c.numbers
     ]
+
+    def waiting_for_github(until: float) -> Outcome:
+        return Outcome(
+            cutoff=cutoff, wanted=tuple(plan.wanted), narrated=tuple(narrated), why=why,
+            retry_at=until, waiting_for="GitHub",
+        )  # fmt: skip
+
+    # The commit subjects are part of the input: a GitHub rate limit is waited for (tracker.github.retry).
+    quota = services.quota()
+    blocked = held_back(quota)
+    if blocked:
+        return waiting_for_github(blocked)
     try:
         with services.github(full_name) as github:
             commits = commit_messages(github, full_name, numbers, report.snapshot.window)
-    except RateLimited as exc:  # the commit subjects are part of the input: wait for them
+    except RateLimited as exc:
         log.warning("narrator: %s %s: %s; asked again then", full_name, month, exc, extra={"repository": full_name})
-        return Outcome(
-            cutoff=cutoff, wanted=tuple(plan.wanted), narrated=tuple(narrated), why=why,
-            retry_at=exc.retry_at, waiting_for="GitHub",
-        )  # fmt: skip
+        return waiting_for_github(rate_limited(exc, quota))
     except (Unavailable, BadAnswer) as exc:  # no date to wait for: a GitHub away or broken must not stop the prose
         log.warning(
             "narrator: %s %s: GitHub could not give commit subjects (%s); writing without commit subjects",

@@ -20,8 +20,9 @@ from pathlib import Path
 from tracker import metrics
 from tracker.config import PublishConfig
 from tracker.core.window import Month, month_window, today_in
-from tracker.github.client import GitHubError, RateLimited
+from tracker.github.client import GitHubError, RateLimited, Unavailable
 from tracker.github.issues import link_destination, publish_issue
+from tracker.github.retry import held_back, next_run
 from tracker.queue import enqueue_publish
 from tracker.reports.loading import MonthRequest, report_for
 from tracker.reports.render import render
@@ -64,8 +65,11 @@ def publish_due_partials(services: Services) -> str:
     return f"{queued} partial publications queued" if queued else ""
 
 
-def publish_month(full_name: str, month: str, edition: str) -> str:
-    """The job: publish one edition of a month to every configured target."""
+def publish_month(full_name: str, month: str, edition: str, outages: int = 0) -> str:
+    """The job: publish one edition of a month to every configured target. For the issue it waits for
+    GitHub as every job does (tracker.github.retry: the job runs again later; `outages` counts the
+    GitHub outages in a row before this run). Running again is safe after an outage too: a create
+    that GitHub may have done without answering is found by its marker (tracker.github.issues)."""
     services = current()
     target = services.config.publishing_for(full_name)
     documents = _documents(services, full_name, month, edition)
@@ -77,13 +81,21 @@ def publish_month(full_name: str, month: str, edition: str) -> str:
         results.append(_publish_files(services, target, full_name, month, edition, english, chinese))
         metrics.published("files", edition)
     if target.issue_repository is not None:
-        try:
-            results.append(_publish_issue(services, target, full_name, month, edition, english))
-            metrics.published("issue", edition)
-        except RateLimited as exc:
-            # GitHub's secondary limits ask for a pause (retry-after): the same job, later.
-            enqueue_publish(services.records_queue, full_name, month, edition, at=exc.retry_at)
-            results.append(f"issue waits for the {exc.kind} rate limit")
+        quota = services.quota()
+        blocked = held_back(quota)
+        if blocked:
+            enqueue_publish(services.records_queue, full_name, month, edition, at=blocked, outages=outages)
+            results.append("issue waiting for the rate limit")
+        else:
+            try:
+                results.append(_publish_issue(services, target, full_name, month, edition, english))
+                metrics.published("issue", edition)
+            except (RateLimited, Unavailable) as exc:
+                then = next_run(exc, outages, services.github_backoff, quota)
+                if then.at is None:
+                    raise
+                enqueue_publish(services.records_queue, full_name, month, edition, at=then.at, outages=then.outages)
+                results.append(f"issue {then.said}")
     return "; ".join(results)
 
 

@@ -257,6 +257,35 @@ def test_a_rate_limit_holds_every_fetch_back(app: Flask, client: FlaskClient, gi
     assert snapshot(client)["pending_classification"] == 3
 
 
+def test_a_fetch_held_back_again_keeps_its_next_run(app: Flask, client: FlaskClient, github: FakeGitHub) -> None:
+    """A fetch re-scheduled behind a rate limit that finds another one when it runs schedules its next run
+    under an id of its own: under its own id, the next run would be saved over as finished when this one
+    ends, and expire with its result ten minutes later, long before an hour's rate limit is over."""
+    from rq.job import JobStatus
+    from rq.registry import ScheduledJobRegistry
+
+    deliver(client, PullRequestStory(1, at("2026-09-02T01:00:00Z")).opened())
+    blocked = time.time() + 3600
+    with app.app_context():
+        services().quota().block_until(blocked)
+    run_jobs(app)  # the drain, then the batch: the head waits for the rate limit in a job of its own
+    release_due_jobs(app, at=blocked + 1)
+    with app.app_context():
+        services().quota().block_until(blocked + 3600)  # another rate limit meanwhile
+    run_jobs(app)  # the head's own job runs now, and is held back again
+    with app.app_context():
+        s = services()
+        registry = ScheduledJobRegistry(queue=s.github_queue)  # type: ignore[no-untyped-call]
+        [waiting] = [s.github_queue.fetch_job(job_id) for job_id in registry.get_job_ids()]
+        assert waiting is not None and waiting.get_status() == JobStatus.SCHEDULED
+        assert s.redis.ttl(waiting.key) == -1  # kept until it runs
+        assert list(waiting.args)[-2:] == [2, 0]  # its third run, after no outage
+    assert github.count(r"/files") == 0
+    release_due_jobs(app, at=blocked + 3601)
+    with app.app_context():
+        assert services().github_queue.job_ids == [waiting.id]
+
+
 def test_the_sweep_asks_again_for_files_lost_with_redis(app: Flask, client: FlaskClient, github: FakeGitHub) -> None:
     deliver(client, PullRequestStory(1, at("2026-09-02T01:00:00Z")).opened())
     with app.app_context():

@@ -237,6 +237,35 @@ def test_rate_limits_pause_and_resume(world: None, fresh: Services, github: Fake
     assert fresh.history.runs(REPO)[0].state == WAITING
 
 
+def test_a_queued_run_waits_out_rate_limits_without_spending_its_tries_and_gives_up_on_a_long_outage(
+    settings: Settings, world: None, github: FakeGitHub
+) -> None:
+    from rq.registry import ScheduledJobRegistry
+
+    from tracker.github.client import Unavailable
+
+    outage = [Scripted(502) for _ in range(3)]  # past the client's own tries
+    with running_app(settings.model_copy(update={"config_path": EXAMPLE_CONFIG})) as app, app.app_context():
+        s = services()
+        registry = ScheduledJobRegistry(queue=s.github_queue)  # type: ignore[no-untyped-call]
+        start, end = history_range("2026-05", None, "Asia/Shanghai", int(time.time()))
+        github.script(r"/pulls$", *outage)
+        said = read_history_job(BACKFILL, REPO, start, end, 2, "daily", 3)
+        assert said.startswith("GitHub unavailable; trying again in ")
+        github.script(r"/pulls$", *outage)
+        with pytest.raises(Unavailable):  # the 8th outage in a row: the job fails, and nothing is re-scheduled
+            read_history_job(BACKFILL, REPO, start, end, 5, "daily", 7)
+        assert len(registry.get_job_ids()) == 1
+        limited = Scripted(429, {"retry-after": "60"}, {"message": "You have exceeded a secondary rate limit"})
+        github.script(r"/pulls$", limited)
+        assert read_history_job(BACKFILL, REPO, start, end, 3, "daily", 4) == "waiting for the secondary rate limit"
+        assert read_history_job(BACKFILL, REPO, start, end, 4, "daily", 4) == "waiting for the rate limit"
+        runs = [s.github_queue.fetch_job(job_id) for job_id in registry.get_job_ids()]
+        # (its run, its outages in a row): an outage counts towards giving up, a rate limit does not.
+        assert sorted((job.args[4], job.args[6]) for job in runs if job is not None) == [(3, 4), (4, 4), (5, 4)]
+        assert s.history.runs(REPO)[0].state == WAITING
+
+
 def test_a_deleted_pr_is_recorded_and_does_not_stop_the_backfill(
     world: None, fresh: Services, github: FakeGitHub, scenario: MonthScenario
 ) -> None:

@@ -332,6 +332,21 @@ def test_a_github_rate_limit_on_the_commits_waits_before_the_model_is_asked(
     assert said.startswith("waiting for GitHub until ")
     assert fake.requests == []
     assert scheduled_narrations(app) == [reset + 1]
+    with app.app_context():
+        assert services().quota().blocked_until() == reset + 1  # the other jobs wait for it too
+
+
+def test_a_rate_limit_another_job_met_holds_the_narrator_back(
+    narrated: tuple[Flask, FlaskClient], fake: FakeOpenAI, github: Any
+) -> None:
+    app, _ = narrated
+    blocked = time.time() + 600
+    with app.app_context():
+        services().quota().block_until(blocked)
+        said = narrate_month(REPO, MONTH)
+    assert said.startswith("waiting for GitHub until ")
+    assert not any("/commits" in r for r in github.requests) and fake.requests == []
+    assert scheduled_narrations(app) == [int(blocked)]
 
 
 def test_the_months_bill_counts_every_request_and_survives_pruning(

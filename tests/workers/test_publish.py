@@ -4,6 +4,7 @@ after a finalisation and weekly while the month runs, through the real app, Redi
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +17,7 @@ from flask.testing import FlaskClient
 
 from bench.fixtures.factory import PullRequestStory
 from bench.fixtures.paths import needs_shared
-from tests.support.app import post, run_jobs, running_app
+from tests.support.app import post, release_due_jobs, run_jobs, running_app
 from tests.support.clock import at
 from tracker.config import PublishConfig
 from tracker.core.window import Month, today_in
@@ -118,6 +119,35 @@ def test_the_issue_is_created_once_then_updated_in_place(
     assert len(github.writes) == writes
     kinds = [(p["kind"], p["result"]) for p in client.get("/api/v1/status").json["publications"]]
     assert ("issue", "unchanged") in kinds and ("files", "unchanged") in kinds
+
+
+@needs_shared
+def test_an_outage_or_a_rate_limit_publishes_the_issue_later(
+    published: tuple[Flask, FlaskClient, Path], github: Any
+) -> None:
+    from bench.fixtures.fake_github import Scripted
+
+    app, client, _ = published
+    issues = rf"/repos/{TARGET}/issues"
+    github.script(issues, Scripted(502), Scripted(502), Scripted(502))  # past the client's own tries
+    finalize(app, client)
+    assert _issues(github) == []
+    # The next run, after a backoff of about 30 s, meets a secondary rate limit for a second.
+    github.script(issues, Scripted(429, {"retry-after": "1"}, {"message": "You have exceeded a secondary rate limit"}))
+    release_due_jobs(app, at=time.time() + 60)
+    run_jobs(app)
+    assert _issues(github) == []
+    asked = github.count(issues)
+    release_due_jobs(app, at=time.time() + 60)
+    run_jobs(app)  # held back while the limit lasts, without asking GitHub
+    assert github.count(issues) == asked
+    time.sleep(1.1)
+    release_due_jobs(app)
+    run_jobs(app)
+    assert len(_issues(github)) == 1
+    with app.app_context():
+        last = services().records.last_publication(REPO, "2026-07", "issue")
+    assert last is not None and last["result"] == "created"
 
 
 @needs_shared
