@@ -16,12 +16,24 @@ from functools import cache
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bench.fixtures.paths import EXAMPLES, SHARED, needs_shared
 from tracker.config import TrackerConfig, load_config
+from tracker.core import memo
 from tracker.core.classify import Category, ChangedFile, Rules, classify_head
 from tracker.core.taxonomy import HighlightConfig, ThemeConfig
-from tracker.core.themes import LAYOUT_PREFIX, ThemeChoice, choose_theme, is_auxiliary, layout_theme, title_scope
+from tracker.core.themes import (
+    LAYOUT_PREFIX,
+    ThemeChoice,
+    choose_theme,
+    cleaned_path,
+    is_auxiliary,
+    layout_theme,
+    sorted_files,
+    title_scope,
+)
 from tracker.settings import load_settings
 
 EXAMPLE = EXAMPLES / "megatron-lm.yaml"
@@ -606,3 +618,20 @@ def test_dev_and_main_twins_land_in_the_same_theme() -> None:
                 same += themed[number].theme_id == themed[other].theme_id
     assert pairs >= 40
     assert same / pairs >= 0.95  # measured: 47 of 47
+
+
+_PATH_PARTS = st.sampled_from(["megatron", "core", "tests", "docs", "README.md", "x.py", ".", "./", "/", " ", "\t", ""])
+
+
+@given(
+    st.lists(st.lists(_PATH_PARTS, max_size=4).map("/".join) | st.text(max_size=12), max_size=6),
+    st.dictionaries(st.sampled_from(["megatron/core/x.py", "tests/x.py", "x.py", "docs/README.md"]), st.booleans()),
+)
+def test_sorted_files_answers_as_cleaning_and_judging_each_path_does(paths: list[str], judged: dict[str, bool]) -> None:
+    """Its shortcuts (paths that need no cleaning; judgements given as a whole) give what cleaning each path
+    and asking `is_auxiliary` of each file gives, with and without the given judgements."""
+    files = tuple(dict.fromkeys(p for p in (cleaned_path(path) for path in paths) if p))
+    for told in ({}, judged):
+        with memo.using({"is_auxiliary": told}):
+            code = tuple(p for p in files if not (told[p] if p in told else is_auxiliary.__wrapped__(p)))
+            assert sorted_files.__wrapped__(tuple(paths)) == (files, code)

@@ -51,3 +51,8 @@ def using(results: Known) -> Iterator[None]:
 def known(kind: str, argument: str) -> Any:
     """The given result of `kind` for `argument`, or MISSING."""
     return _known.get().get(kind, NOTHING).get(argument, MISSING)
+
+
+def given(kind: str) -> Mapping[str, Any]:
+    """Every given result of `kind`, by argument: for a caller that asks of many arguments at once."""
+    return _known.get().get(kind, NOTHING)
