@@ -18,6 +18,9 @@
 - `finished_jobs`, `drain_cpu`, `fetch_outcomes`: what RQ kept of the jobs that finished (their return
   values, kept RESULT_TTL = 600 s): the drain jobs' own CPU ("… (N ms of CPU)"), the fetch jobs' outcomes.
 - `head_counts`: the ledger's heads with files, heads wanted by deliveries, and those still missing.
+- `ledger_counts`: the ledger's deliveries by status, the inbox's (not yet moved into the ledger) counted
+  as pending; `queue_jobs`: an RQ queue's jobs waiting, running and scheduled.
+- `code_version`: the commit the figures are of, and whether the work tree differs from it.
 """
 
 from __future__ import annotations
@@ -42,14 +45,15 @@ from pathlib import Path
 from typing import Any
 
 import _load
-from _stories import REPO, month_start, plan_month, stories
+from _stories import REPO, ROOT, month_start, plan_month, stories
 from redis import Redis
 from rq import Queue
 from rq.job import Job
 from rq.registry import FinishedJobRegistry, ScheduledJobRegistry, StartedJobRegistry
 from sqlalchemy import Engine, and_, func, select
 
-from tracker.store.schema import heads, wanted_heads
+from tracker.store.inbox import Inbox
+from tracker.store.schema import deliveries, heads, wanted_heads
 from tracker.web.signature import sign
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -760,7 +764,12 @@ def fetch_durations(jobs: Sequence[Finished]) -> list[float]:
 
 def github_jobs(connection: Redis) -> dict[str, int]:
     """Jobs of the `github` queue: waiting in it, running, and scheduled (retries, rate-limit waits)."""
-    queue = Queue("github", connection=connection)
+    return queue_jobs(connection, "github")
+
+
+def queue_jobs(connection: Redis, name: str) -> dict[str, int]:
+    """Jobs of the queue `name`: waiting in it, running, and scheduled (retries, waits)."""
+    queue = Queue(name, connection=connection)
     return {
         "queued": queue.count,
         "started": StartedJobRegistry(queue=queue).count,
@@ -794,3 +803,35 @@ def head_counts(reader: Engine, fetched_since_ms: int | None = None) -> dict[str
             ).one()
             out["since"], out["last_ms"] = int(since), int(last or 0)
     return out
+
+
+def ledger_counts(reader: Engine, inbox: Inbox | None, since_ms: int | None = None) -> dict[str, int]:
+    """The ledger's deliveries by status (received at or after `since_ms`), the inbox's as pending (accepted,
+    not yet moved into the ledger: tracker.store.inbox), and `stored`, their sum."""
+    query = select(deliveries.c.status, func.count()).group_by(deliveries.c.status)
+    if since_ms is not None:
+        query = query.where(deliveries.c.received_at >= since_ms)
+    with reader.connect() as conn:
+        rows: dict[str, int] = {status: count for status, count in conn.execute(query)}
+    if inbox is not None:
+        rows["pending"] = rows.get("pending", 0) + inbox.count(received_since=since_ms)
+    rows["stored"] = sum(rows.values())
+    return rows
+
+
+# --- the code measured ----------------------------------------------------------------------------------
+
+
+def code_version() -> str:
+    """The commit, and whether the work tree differs from it (the figures are of what is on disk)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True,
+            timeout=10, check=True,
+        ).stdout.splitlines()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (no git)"
+    return f"{head}" + (f" + {len(changed)} modified files" if changed else "")

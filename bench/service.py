@@ -56,7 +56,6 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -75,6 +74,7 @@ from _service import (
     Feed,
     InProcess,
     Service,
+    code_version,
     command_line,
     drain_cpu,
     fetch_durations,
@@ -85,6 +85,7 @@ from _service import (
     head_counts,
     healthy,
     http_get,
+    ledger_counts,
     probe_payload,
     processes,
     run_wrk,
@@ -96,11 +97,10 @@ from _stories import REPO, ROOT, TIMEZONE, previous_month
 from redis import Redis
 from rq import Queue
 from rq.registry import StartedJobRegistry
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 
 from tracker.embedded_redis import EmbeddedRedis
 from tracker.store.ledger import Ledger  # noqa: E402
-from tracker.store.schema import deliveries
 
 HERE = Path(__file__).resolve().parent
 
@@ -208,15 +208,7 @@ class Bench:
     # --- the ledger -------------------------------------------------------------------------------
 
     def counts(self, since_ms: int | None = None) -> dict[str, int]:
-        query = select(deliveries.c.status, func.count()).group_by(deliveries.c.status)
-        if since_ms is not None:
-            query = query.where(deliveries.c.received_at >= since_ms)
-        with self.reader.connect() as conn:
-            rows: dict[str, int] = {status: count for status, count in conn.execute(query)}
-        if self.inbox is not None:  # accepted, not yet moved into the ledger: pending (tracker.store.inbox)
-            rows["pending"] = rows.get("pending", 0) + self.inbox.count(received_since=since_ms)
-        rows["stored"] = sum(rows.values())
-        return rows
+        return ledger_counts(self.reader, self.inbox, since_ms)
 
     @property
     def redis(self) -> Redis:
@@ -906,21 +898,6 @@ def interpolate(samples: Sequence[Sample], moment: float, key: str) -> float:
 def group_cpu(leader: int) -> float:
     """CPU seconds of `leader` and its children (a gunicorn master and its workers)."""
     return sum(proc.cpu for _, proc in processes(leader).values())
-
-
-def code_version() -> str:
-    """The commit, and whether the work tree differs from it (the figures are of what is on disk)."""
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True,
-            timeout=10, check=True,
-        ).stdout.splitlines()  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return "unknown (no git)"
-    return f"{head}" + (f" + {len(changed)} modified files" if changed else "")
 
 
 def last_ended_month(timezone: str) -> str:
