@@ -19,13 +19,15 @@ from tracker.github.quota import QuotaTally
 from tracker.github.retry import held_back, next_run
 from tracker.queue import enqueue_finalize, enqueue_head_fetch, fetch_done, fetches_done
 from tracker.reports.records import due_months, final_request, finalize, readiness
-from tracker.store.heads import UNAVAILABLE, DeferredHeads
+from tracker.services import Services
+from tracker.store.heads import UNAVAILABLE, DeferredHeads, StoredHeads
 from workers.drain import follow_up
 from workers.history import reconciliations_due
 from workers.narrate import narration_settled, narrations_due
 from workers.publish import publish, publish_due_partials, publish_month  # noqa: F401  (a job: workers.jobs.publish_month)
 from workers.retention import apply_retention
 from workers.runtime import current
+from workers.warm import ask_for_warm
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +99,7 @@ class _Batch:
         services = current()
         queue = services.github_queue if services.redis is not None else None
         try:
-            self.heads.flush()
+            warm_months(services, self.heads.flush())
         finally:
             if self.tally is not None:
                 self.tally.flush()
@@ -127,7 +129,7 @@ def fetch_head_files(
 
     services = current()
     repo = repository_key(full_name)
-    store = batch.heads if batch is not None else services.heads
+    store = batch.heads if batch is not None else DeferredHeads(services.heads)  # a batch writes when it ends
     queue = services.github_queue if services.redis is not None else None
     head = (repo, number, head_sha)
 
@@ -215,8 +217,17 @@ def fetch_head_files(
             repo, number, head_sha, [], truncated=False, source=UNAVAILABLE, rules=services.config.rules_for(full_name)
         )
         outcome = f"files unavailable: {exc}"
+    if batch is None:
+        warm_months(services, store.flush())
     done()
     return outcome
+
+
+def warm_months(services: Services, stored: StoredHeads) -> None:
+    """Ask for the reports of the months whose PRs gained a head's files to be computed again (workers.warm):
+    a head's verdict changes what the month's report says, as a delivery does."""
+    for repo, month in stored.months:
+        ask_for_warm(services, repo, month)
 
 
 def fetch_heads(wanted: list[tuple[str, int, str, str]]) -> str:

@@ -91,6 +91,26 @@ def test_pending_until_the_files_arrive(app: Flask, client: FlaskClient, github:
     assert document["stats"]["opened"] == 1
 
 
+def test_a_head_s_files_ask_for_the_month_s_report_to_be_warmed_again(
+    app: Flask, client: FlaskClient, github: FakeGitHub
+) -> None:
+    """A head's verdict changes the month's report as a delivery does: the fetch that stores it asks for the
+    month's warm (workers.warm), so that a month whose last change was a classification is warmed too."""
+    from workers import warm
+
+    deliver(client, PullRequestStory(1, at("2026-09-02T01:00:00Z")).opened())
+    with app.app_context():
+        s = services()
+        redis = s.require_redis()
+        BurstWorker([s.delivery_queue], connection=s.redis).work(burst=True)  # deliveries only, not GitHub
+        asked = warm.waiting_key(REPO, "2026-09")
+        assert redis.exists(asked)  # by the deliveries' batch
+        redis.delete(asked, warm.changed_key(REPO, "2026-09"))  # as once that warm has started
+        BurstWorker([s.github_queue], connection=s.redis).work(burst=True)  # the head's files
+        assert redis.exists(asked) and redis.exists(warm.changed_key(REPO, "2026-09"))
+        assert not redis.exists(warm.waiting_key(REPO, "2026-08"))  # a month the PR is not in
+
+
 def test_a_later_push_turns_test_only_into_substantive(app: Flask, client: FlaskClient, github: FakeGitHub) -> None:
     story = PullRequestStory(5, at("2026-09-02T01:00:00Z")).opened().pushed(at("2026-09-10T01:00:00Z"))
     github.set_files(REPO, 5, head_of(story, 0), ["tests/unit_tests/test_x.py"])

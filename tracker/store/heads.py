@@ -6,7 +6,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Engine, Select, and_, bindparam, func, select, tuple_
 
@@ -128,18 +128,20 @@ class HeadStore:
         rules: Rules,
     ) -> bool:
         """Keep a head's files and its verdict; False if the head was already stored."""
-        return self.store_many([HeadFiles(repo, number, head_sha, tuple(files), truncated, source, rules)]) == 1
+        return self.store_many([HeadFiles(repo, number, head_sha, tuple(files), truncated, source, rules)]).new == 1
 
-    def store_many(self, items: Sequence[HeadFiles]) -> int:
-        """`store` for several heads in one transaction; how many were not stored before. The months of
-        each PR that gained a head read something new (each is bumped once, tracker.store.changes).
+    def store_many(self, items: Sequence[HeadFiles]) -> StoredHeads:
+        """`store` for several heads in one transaction: how many were not stored before, and the months
+        of each PR that gained a head, which read something new (each is bumped once, tracker.store.changes)
+        and whose reports the caller may compute again (workers.warm).
 
         Everything but the writes is done before the transaction: the rows, and each head's verdict
         (classifying 300 files is milliseconds). On SQLite the transaction holds the one write lock
         the webhook's inserts wait for, and a fetch worker runs at a lower CPU priority than the web."""
         rows = _HeadRows(items)
         if not rows.heads:
-            return 0
+            return StoredHeads(0, ())
+        touched: dict[tuple[str, str], set[int]] = defaultdict(set)
         with self.engine.begin() as conn:
             new = inserted_keys(conn, heads, rows.heads)
             files = [row for key, file_rows in rows.files.items() if key in new for row in file_rows]
@@ -150,12 +152,11 @@ class HeadStore:
                 insert_ignoring_duplicates(conn, head_verdicts, verdicts)
             prs = sorted({(repo, number) for repo, number, _sha in new})
             if prs:
-                touched: dict[tuple[str, str], set[int]] = defaultdict(set)
                 for repo, number in prs:
                     for month in conn.execute(_PR_MONTHS, {"pr_repo": repo, "pr_number": number}).scalars():
                         touched[repo, month].add(number)
                 bump_months(conn, touched)
-        return len(new)
+        return StoredHeads(len(new), tuple(sorted(touched)))
 
     def missing(self, limit: int = 1000) -> list[WantedHead]:
         """Heads that deliveries showed and whose files are not stored (for the sweep)."""
@@ -250,6 +251,14 @@ class _HeadRows:
                 self.verdicts[key] = _verdict_row(item.repo, item.number, verdict)
 
 
+class StoredHeads(NamedTuple):
+    """What `HeadStore.store_many` wrote: how many heads were new, and the (repository key, month) of
+    every month a PR of theirs is in."""
+
+    new: int
+    months: tuple[tuple[str, str], ...]
+
+
 class DeferredHeads:
     """A `HeadStore` for the heads of one fetch job: what it is asked to store is kept until `flush`,
     which writes it all in one transaction (a transaction per head was a fifth of a fetch's CPU). It
@@ -280,10 +289,10 @@ class DeferredHeads:
         self.pending[key] = HeadFiles(repo, number, head_sha, tuple(files), truncated, source, rules)
         return True
 
-    def flush(self) -> int:
-        """Write what was kept (one transaction); how many heads were not stored before."""
+    def flush(self) -> StoredHeads:
+        """Write what was kept (one transaction): `HeadStore.store_many`."""
         items, self.pending = list(self.pending.values()), {}
-        return self.target.store_many(items) if items else 0
+        return self.target.store_many(items) if items else StoredHeads(0, ())
 
 
 def write_verdicts(conn: Connection, verdicts: Sequence[tuple[str, int, HeadVerdict]]) -> None:
