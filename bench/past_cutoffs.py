@@ -10,11 +10,19 @@ TRACKER_DATA_DIR, a webhook secret, a free port, `--workers` RQ workers and `--w
 processes); its workers fetch PR heads' files from the local fake GitHub of bench/service.py
 (bench/_fake_github_server.py), which answers at once. Then:
 
-1. The burst: the month bench/snapshot.py builds (--month, default 2026-04, which has ended, so every
-   day is a cutoff; --prs 1,419 PRs, --deliveries 11,894 deliveries, bench/_stories.py with its seed),
-   each delivery a signed POST /webhook in the stories' time order, closed loop with --connections
-   connections. Then the wait until classification has finished: every delivery processed in the
-   ledger, every head the deliveries showed has its files, the `deliveries` and `github` queues idle.
+1. The month: bench/snapshot.py's month (--month, default 2026-04, which has ended, so every day is a
+   cutoff; --prs 1,419 PRs, --deliveries 11,894 deliveries, bench/_stories.py with its seed) but the
+   deliveries of its last --late-days days (UTC), each delivery a signed POST /webhook in the stories'
+   time order, closed loop with --connections connections; then the wait until classification has
+   finished (every delivery processed in the ledger, every head the deliveries showed has its files, the
+   `deliveries` and `github` queues idle) and until the workers have warmed the month (its digest kept at
+   its current version, the `records` queue idle): the month as it rests.
+   The burst: the deliveries of its last --late-days days (1,591 of the 11,894), the same way, and the wait until
+   classification has finished. They change the month's last cutoffs and, through the month's version,
+   what every cutoff's digest is kept under: a request reads again the PRs they changed.
+   (Right after a replay of the whole month, every PR changed since any digest: the first request of a
+   cutoff then reads its window from the database and groups its sections, 200-600 ms on this machine,
+   until the warm job runs, 10 s after classification ends.)
 2. Right after the burst: at once, --per-phase cutoff days in a seeded random order (the month's last
    day and the 15th among them; one day of each of --per-phase pairs of neighbouring days, the other
    day of each pair being asked at rest, so that both phases ask cutoffs of the same sizes), each asked
@@ -135,13 +143,18 @@ class Asked:
     again: Answer  # the same URL at once: the render cache's answer
 
 
-def month_payloads(month: str, prs: int, count: int) -> list[_load.Payload]:
-    """bench/snapshot.py's month (same plan and seed), signed, in the stories' time order."""
+def month_payloads(month: str, prs: int, count: int, late_days: int) -> tuple[list[_load.Payload], list[_load.Payload]]:
+    """bench/snapshot.py's month (same plan and seed), signed, in the stories' time order: the deliveries of
+    events before the month's last `late_days` days (UTC), and those of events from then on."""
     plans = plan_months([month], prs, count, seed=SEED)
     built = [delivery for chunk in stories(plans, processes=2) for delivery in chunk]
     built.sort(key=lambda d: (d.received_at, d.id))
+    year, number = (int(part) for part in month.split("-"))
+    last = calendar.monthrange(year, number)[1]
+    cut = calendar.timegm((year, number, last - late_days + 1, 0, 0, 0)) * 1000
     secret = SECRET.encode()
-    return [_load.Payload(d.body, sign(secret, d.body)) for d in built]
+    payloads = [(d.received_at < cut, _load.Payload(d.body, sign(secret, d.body))) for d in built]
+    return [p for early, p in payloads if early], [p for early, p in payloads if not early]
 
 
 def pick_days(month: str, per_phase: int, seed: int) -> tuple[list[tuple[str, bool]], list[tuple[str, bool]]]:
@@ -185,16 +198,17 @@ class Bench:
     def since(self) -> float:
         return time.monotonic() - self.burst_mono
 
-    def burst(self, payloads: Sequence[_load.Payload]) -> None:
+    def burst(self, name: str, payloads: Sequence[_load.Payload], stored_before: int = 0) -> None:
         args = self.args
         print(
-            f"burst: {len(payloads):,} deliveries of {args.month} (~{len(payloads[0].body) / 1024:.0f} KB each), "
+            f"{name}: {len(payloads):,} deliveries of {args.month} (~{len(payloads[0].body) / 1024:.0f} KB each), "
             f"POST /webhook in time order, closed loop with {args.connections} connections; {load_note()}"
         )
         self.burst_wall, self.burst_mono = time.time(), time.monotonic()
+        self.jobs_shown.clear()
         done = _load.run(
-            "127.0.0.1", self.port, "/webhook", payloads, f"b{os.getpid()}", count=len(payloads), duration=1800,
-            rate=None, processes=2, threads=max(1, args.connections // 2),
+            "127.0.0.1", self.port, "/webhook", payloads, f"b{os.getpid()}-{stored_before}", count=len(payloads),
+            duration=1800, rate=None, processes=2, threads=max(1, args.connections // 2),
         )  # fmt: skip
         seconds = self.since()
         statuses = Counter(r.status for r in done)
@@ -206,7 +220,19 @@ class Bench:
         )
         if statuses[202] != len(payloads):
             raise SystemExit(f"{len(payloads) - statuses[202]:,} deliveries not answered 202: the month is incomplete")
-        self.settle(len(payloads), seconds)
+        self.settle(stored_before + len(payloads), seconds)
+
+    def warmed(self, timeout: float = 600.0) -> None:
+        """Wait until the month is at rest as the workers leave it: its digest kept at its current version
+        and nothing running or waiting in the `records` queue but scheduled jobs."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            waiting = queue_jobs(self.redis, RECORDS_QUEUE_NAME)
+            if waiting["queued"] + waiting["started"] == 0 and self.digest_note().endswith("PRs changed since: none"):
+                print(f"  warmed at {self.since():.1f} s: {self.digest_note()}")
+                return
+            time.sleep(1.0)
+        raise SystemExit(f"the month was not warmed within {timeout:g} s: {self.digest_note()}")
 
     def settle(self, sent: int, burst_seconds: float) -> None:
         """Wait until classification has finished; say when each part of it did."""
@@ -393,6 +419,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--per-phase", type=int, help="cutoff days asked in each phase (15; quick 6)")
     parser.add_argument("--rest", type=float, help="seconds at rest before the second phase (90; quick 30)")
     parser.add_argument("--seed", type=int, default=33, help="the order of the cutoffs")
+    parser.add_argument(
+        "--late-days", type=int, default=2, help="the month's last days whose deliveries are the burst (2)"
+    )
     parser.add_argument("--connections", type=int, default=4, help="connections of the burst")
     parser.add_argument("--settle-timeout", type=float, default=900.0, help="seconds to wait for classification")
     parser.add_argument("--workers", type=int, default=2, help="tracker run --workers (RQ worker processes)")
@@ -415,9 +444,9 @@ def main() -> int:
     started = time.monotonic()
     burst_days, rest_days = pick_days(args.month, args.per_phase, args.seed)
     built = time.monotonic()
-    payloads = month_payloads(args.month, args.prs, args.deliveries)
+    early, late = month_payloads(args.month, args.prs, args.deliveries, args.late_days)
     print(
-        f"past cutoffs: {len(payloads):,} deliveries of {args.prs:,} PRs of {args.month} built in "
+        f"past cutoffs: {len(early) + len(late):,} deliveries of {args.prs:,} PRs of {args.month} built in "
         f"{time.monotonic() - built:.0f} s (bench/snapshot.py's month"
         f"{'; --quick: a quarter of it, not the issue month' if args.quick else ''}); code {code_version()}; "
         f"{load_note()}"
@@ -439,8 +468,11 @@ def main() -> int:
                 f"bench/_fake_github_server.py at {github.url}"
             )
             bench = Bench(args, stack, port)
-            bench.burst(payloads)
-            del payloads
+            bench.burst(f"the month but its last {args.late_days} days", early)
+            bench.records_jobs("when classification had finished")
+            bench.warmed()
+            bench.burst(f"the burst: the deliveries of its last {args.late_days} days", late, len(early))
+            del early, late
             bench.records_jobs("when classification had finished")
             bench.phase("right after the burst", burst_days)
             bench.records_jobs("after the first phase")
