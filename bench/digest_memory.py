@@ -33,6 +33,8 @@ from _stories import REPO, ledger_delivery, plan_months, stories
 from tracker.config import load_config
 from tracker.reports.collector import collector_paused
 from tracker.reports.digests import KeptDigest, digest_key, keep_digest, month_windows
+from tracker.reports.loading import resolve
+from tracker.services import Services
 from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState
 from tracker.store.rebuild import rebuild
@@ -75,9 +77,11 @@ def measure(
     rebuild(ledger, state, config)
     redis = stack.redis()
     timezone = config.timezone_for(REPO)
-    keep_digest(redis, state, config, REPO, month, timezone)
+    services = Services.over(state.engine, config)
+    request = resolve(services, REPO, month, None)
+    keep_digest(services, redis, request)
     took = time.monotonic() - started
-    key = digest_key(state, config, REPO, month, timezone)
+    key = digest_key(services, request)
     used = redis.memory_usage(key, samples=0) or 0
     windows = month_windows(month, timezone)
     kept, reads = KeptDigest(redis, key), []

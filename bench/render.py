@@ -32,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -49,7 +50,9 @@ from tracker.embedded_redis import EmbeddedRedis  # noqa: E402
 from tracker.queue import connect_redis  # noqa: E402
 from tracker.reports.cache import rendered  # noqa: E402
 from tracker.reports.loading import load_snapshot, report_for, resolve  # noqa: E402
+from tracker.reports.render import Document  # noqa: E402
 from tracker.reports.warm import warm_month  # noqa: E402
+from tracker.services import Services  # noqa: E402
 from tracker.settings import load_settings  # noqa: E402
 from tracker.store.database import connect  # noqa: E402
 from tracker.store.heads import HeadStore  # noqa: E402
@@ -128,6 +131,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="trk-render-") as directory:
         started = time.perf_counter()
         ledger, state = build_month(Path(directory), args.prs, args.seed)
+        services = Services.over(state.engine, config)
         print(
             f"built a month of {args.prs} PRs, {ledger.counts().received} deliveries in "
             f"{time.perf_counter() - started:.1f} s"
@@ -136,14 +140,14 @@ def main() -> None:
         server.start()
         try:
             cache = connect_redis(server.url)
-            wanted = resolve(state, config, REPO, "2026-09", args.cutoff)
-            document = json.loads(rendered(state, config, wanted, "json", "en"))
+            wanted = resolve(services, REPO, "2026-09", args.cutoff)
+            document = json.loads(rendered(services, wanted, Document("json")))
             narrated = sum(1 for pr in document["pull_requests"] if pr["section"])
             print(
                 f"cutoff {args.cutoff}: {len(document['pull_requests'])} PRs in the window, {narrated} narrated, "
                 f"{sum(len(s['themes']) for s in document['report']['sections'])} themes"
             )
-            baseline = median_ms(lambda: load_snapshot(state, config, REPO, "2026-09", args.cutoff), args.runs)
+            baseline = median_ms(lambda: load_snapshot(services, REPO, "2026-09", args.cutoff), args.runs)
             print(f"baseline: the snapshot's numbers alone: {baseline:.1f} ms")
 
             def nothing_cached() -> None:
@@ -152,13 +156,13 @@ def main() -> None:
 
             def grouped_by_the_workers() -> None:
                 nothing_cached()
-                report_for(state, config, wanted, cache=cache)  # keeps each section's grouping in Redis
+                report_for(services, wanted, cache=cache)  # keeps each section's grouping in Redis
                 clusters.forget()
 
             for fmt, lang in (("md", "en"), ("md", "zh-CN"), ("html", "en")):
 
                 def serve(f: str = fmt, la: str = lang) -> None:
-                    rendered(state, config, wanted, f, la, cache=cache)
+                    rendered(services, wanted, Document(f, la), cache=cache)
 
                 cold = median_ms(serve, args.runs, setup=nothing_cached)
                 warm = median_ms(serve, args.runs, setup=grouped_by_the_workers)
@@ -170,9 +174,9 @@ def main() -> None:
                     f"{unchanged:.2f} ms unchanged, from the cache ({unchanged / baseline:.3f} x baseline; "
                     "target < 5 ms)"
                 )
-            month_to_date = resolve(state, config, REPO, "2026-09", None)
+            month_to_date = resolve(services, REPO, "2026-09", None)
             worker = median_ms(
-                lambda: warm_month(_Services(state, config, cache), REPO, "2026-09"), 5, setup=nothing_cached
+                lambda: warm_month(replace(services, redis=cache), REPO, "2026-09"), 5, setup=nothing_cached
             )
             print(
                 f"warming the month to date ({month_to_date.window.cutoff}) in a worker: {worker:.1f} ms "
@@ -180,13 +184,6 @@ def main() -> None:
             )
         finally:
             server.stop()
-
-
-class _Services:
-    """What tracker.reports.warm.warm_month reads of the services object."""
-
-    def __init__(self, state: MonthState, config: object, redis: object) -> None:
-        self.state, self.config, self.redis = state, config, redis
 
 
 if __name__ == "__main__":

@@ -62,7 +62,7 @@ from tracker.queue import connect_redis
 from tracker.reports.cache import rendered_bytes
 from tracker.reports.digests import forget_held
 from tracker.reports.loading import load_snapshot, resolve, snapshot_json
-from tracker.reports.render import FULL
+from tracker.reports.render import FULL, Document
 from tracker.reports.warm import DOCUMENTS
 from tracker.services import Services
 from tracker.store.ledger import Ledger
@@ -202,6 +202,7 @@ def main() -> int:
     with Stack(args.database_url, keep=args.keep) as stack:
         ledger, state = Ledger(stack.engine), MonthState(stack.engine)
         config = load_config(stack.settings)
+        services = Services.over(stack.engine, config, settings=stack.settings)
         # History ends two months before, so that none of its PRs is active in the measured month:
         # only the size of the tables changes, not the month's own work.
         months = [args.month]
@@ -274,7 +275,7 @@ def main() -> int:
                 ]
 
         def full() -> str:
-            return snapshot_json(load_snapshot(state, config, REPO, args.month, cutoff, today=today))
+            return snapshot_json(load_snapshot(services, REPO, args.month, cutoff, today=today))
 
         def fold(inputs: Any) -> Any:
             """build_snapshot with what load_snapshot passes it (its arguments grew with classification)."""
@@ -327,7 +328,7 @@ def main() -> int:
 
         medians = [median]
         for day in (cutoff, str(month.last_day)):
-            request = resolve(state, config, REPO, args.month, day, today=today)
+            request = resolve(services, REPO, args.month, day, today=today)
 
             def nothing_cached() -> None:
                 cache.flushdb()  # rendered reports, groupings, digests
@@ -340,20 +341,19 @@ def main() -> int:
                     cache.delete(key)
                 forget_memos()
 
-            def serve(document: tuple[str, str, str], wanted: Any = request) -> bytes:
-                fmt, lang, detail = document
-                return rendered_bytes(state, config, wanted, fmt, lang, cache=cache, detail=detail)
+            def serve(document: Document, wanted: Any = request) -> bytes:
+                return rendered_bytes(services, wanted, document, cache=cache)
 
             # Runs of every document in turns (one run of each, then the next round), so that a slow spell
             # of the host (this machine's speed moves by up to 40 % from one minute to the next) falls on
             # all of them rather than on one.
             nothing_cached()
             print(warm_in_a_worker(stack, REPO, args.month))
-            warm: dict[tuple[str, str, str], list[float]] = {document: [] for document in DOCUMENTS}
+            warm: dict[Document, list[float]] = {document: [] for document in DOCUMENTS}
             for _ in range(args.cold_runs):
                 for document in DOCUMENTS:
                     warm[document] += timed_after(partial(serve, document), rendered_forgotten, 1)
-            cold: dict[tuple[str, str, str], list[float]] = {document: [] for document in DOCUMENTS}
+            cold: dict[Document, list[float]] = {document: [] for document in DOCUMENTS}
             for _ in range(args.cold_runs):
                 for document in DOCUMENTS:
                     cold[document] += timed_after(partial(serve, document), nothing_cached, 1)
@@ -365,7 +365,7 @@ def main() -> int:
             # that a page polls.
             nothing_cached()
             print(warm_in_a_worker(stack, REPO, args.month))
-            changed: dict[tuple[str, str, str], list[float]] = {document: [] for document in DOCUMENTS}
+            changed: dict[Document, list[float]] = {document: [] for document in DOCUMENTS}
             for _ in range(args.cold_runs):
                 for document in DOCUMENTS:
                     batch, held_back[: args.changes_per_run] = held_back[: args.changes_per_run], []

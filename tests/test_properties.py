@@ -190,9 +190,9 @@ class Tracker:
 
     def snapshots(self) -> dict[tuple[str, str | None], str]:
         self.store_files()
-        config = TrackerConfig()
+        services = Services.over(self.state.engine, TrackerConfig(), settings=PURE_SETTINGS)
         return {
-            (month, cutoff): snapshot_json(load_snapshot(self.state, config, REPO, month, cutoff, today=TODAY))
+            (month, cutoff): snapshot_json(load_snapshot(services, REPO, month, cutoff, today=TODAY))
             for month, cutoff in REPORTS
         }
 
@@ -398,7 +398,8 @@ def test_one_repository_whatever_the_case_of_its_name() -> None:
     with fresh_tracker() as tracker:
         run_in_order(tracker, [as_ledger_delivery(d, form=False) for d in first + second])
         tracker.snapshots()  # the files of both heads arrive
-        snapshot = load_snapshot(tracker.state, TrackerConfig(), REPO, "2026-09", None, today=TODAY)
+        services = Services.over(tracker.state.engine, TrackerConfig(), settings=PURE_SETTINGS)
+        snapshot = load_snapshot(services, REPO, "2026-09", None, today=TODAY)
     assert [pr.status.number for pr in snapshot.pull_requests] == [1, 2]
     assert snapshot.stats.opened == 2
 

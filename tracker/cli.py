@@ -568,15 +568,15 @@ def _print_report(services: Services, repo: str, month: str, cutoff: str | None,
     from tracker.reports.cache import rendered
     from tracker.reports.loading import UnknownRepository, resolve
     from tracker.reports.records import served_record
-    from tracker.reports.render import UnknownLanguage, language
+    from tracker.reports.render import Document, UnknownLanguage, language
 
     try:
-        wanted = resolve(services.state, services.config, repo, month, cutoff)
+        wanted = resolve(services, repo, month, cutoff)
         record = served_record(services.records, wanted)
         if record is not None:  # a finalised month: its record, byte for byte (as the API serves it)
             text = record.document(fmt, language(lang))
         else:
-            text = rendered(services.state, services.config, wanted, fmt, language(lang))
+            text = rendered(services, wanted, Document(fmt, language(lang)))
     except (UnknownRepository, WindowError, UnknownLanguage) as exc:
         raise click.ClickException(str(exc)) from exc
     sys.stdout.buffer.write(text.encode("utf-8"))
@@ -602,13 +602,13 @@ def finalize(services: Services, repo: str, month: str, force: bool, wait: float
     from workers.publish import FINAL, publish_month
 
     try:
-        wanted = final_request(services.state, services.config, repo, month, force=force)
+        wanted = final_request(services, repo, month, force=force)
         existing = services.records.latest(wanted.repo, str(wanted.window.month))
         if existing is not None and not force:
             click.echo(f"{month} of {wanted.repo} is recorded already (revision {existing.revision}); --force adds one")
             return
         deadline = time.monotonic() + (services.settings.finalize_wait if wait is None else wait)
-        while not (waiting := readiness(services.state, services.ledger, services.config, wanted)).ready:
+        while not (waiting := readiness(services, wanted)).ready:
             if time.monotonic() >= deadline:
                 click.echo(f"still pending, recorded as such: {waiting.as_dict()}", err=True)
                 break
@@ -621,9 +621,7 @@ def finalize(services: Services, repo: str, month: str, force: bool, wait: float
             say = functools.partial(click.echo, err=True)
             narrated = narrate_until(services, wanted.repo, month, deadline=until, say=say)
             click.echo(f"narrator: {narrated.said()}", err=True)
-        record, created = finalize(
-            services.state, services.ledger, services.records, services.config, repo, month, force=force, trigger="cli"
-        )
+        record, created = finalize(services, repo, month, force=force, trigger="cli")
     except (UnknownRepository, WindowError, MonthNotEnded) as exc:
         raise click.ClickException(str(exc)) from exc
     owner, name = record.full_name.split("/", 1)

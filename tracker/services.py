@@ -15,6 +15,7 @@ from functools import cached_property, partial
 
 from redis import Redis
 from rq import Queue
+from sqlalchemy import Engine
 
 from tracker.config import TrackerConfig, load_config
 from tracker.embedded_redis import redis_url
@@ -30,7 +31,7 @@ from tracker.queue import (
     github_queue,
     records_queue,
 )
-from tracker.settings import Settings, SettingsError
+from tracker.settings import Settings, SettingsError, load_settings
 from tracker.store.database import connect, derived_schema_outdated
 from tracker.store.heads import HeadStore
 from tracker.store.history import HistoryStore
@@ -81,6 +82,14 @@ class Services:
             engine.dispose()
             raise
         return cls(settings, config, Ledger(engine, inbox=settings.inbox), MonthState(engine), connection)
+
+    @classmethod
+    def over(
+        cls, engine: Engine, config: TrackerConfig, *, settings: Settings | None = None, redis: Redis | None = None
+    ) -> Services:
+        """Services over a ledger opened already (a benchmark's or a test's), with `config`; `settings`:
+        the environment's when not given."""
+        return cls(settings or load_settings(), config, Ledger(engine), MonthState(engine), redis)
 
     @cached_property
     def heads(self) -> HeadStore:

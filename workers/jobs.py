@@ -279,14 +279,14 @@ def finalize_month(
     that uses the narrator, its narration ran or failed (or the deadline passed: the record then says what was
     left pending); then publish it where configured."""
     services = current()
-    request = final_request(services.state, services.config, full_name, month, force=force)
+    request = final_request(services, full_name, month, force=force)
     if not force:
         existing = services.records.latest(request.repo, str(request.window.month))
         if existing is not None:
             return f"already recorded (revision {existing.revision})"
     if time.time() < deadline and services.redis is not None:
         # Deliveries and files first, then the narrator (which writes from them): each re-checked later.
-        waiting = readiness(services.state, services.ledger, services.config, request)
+        waiting = readiness(services, request)
         if not waiting.ready:
             why = f"{waiting.pending_deliveries} deliveries and {waiting.pending_classification} PRs' files"
         elif not narration_settled(services, full_name, month):
@@ -305,16 +305,7 @@ def finalize_month(
                 at=time.time() + FINALIZE_RECHECK_SECONDS,
             )
             return f"waiting for {why}"
-    record, created = finalize(
-        services.state,
-        services.ledger,
-        services.records,
-        services.config,
-        full_name,
-        month,
-        force=force,
-        trigger=trigger,
-    )
+    record, created = finalize(services, full_name, month, force=force, trigger=trigger)
     if not created:
         return f"already recorded (revision {record.revision})"
     metrics.finalized()
@@ -330,13 +321,11 @@ def due_work() -> str:
     keeps a race to one record anyway)."""
     services = current()
     settings = services.settings
-    due = due_months(services.state, services.records, services.config, grace_seconds=settings.finalize_grace)
+    due = due_months(services, grace_seconds=settings.finalize_grace)
     queued = 0
     for full_name, month in due:
         if services.redis is None:
-            record, _ = finalize(
-                services.state, services.ledger, services.records, services.config, full_name, month, trigger="schedule"
-            )
+            record, _ = finalize(services, full_name, month, trigger="schedule")
             log.info("schedule: %s %s ended: finalised as revision %d", full_name, month, record.revision)
             continue
         deadline = time.time() + settings.finalize_wait

@@ -108,8 +108,8 @@ def _plan(services: Services, full_name: str, month: str, force: Collection[str]
     config = services.config
     model = config.narrator_model
     assert model is not None
-    request = resolve(services.state, config, full_name, month, None)
-    report = report_for(services.state, config, request, prose=False)
+    request = resolve(services, full_name, month, None)
+    report = report_for(services, request, prose=False)
     store = services.narrations
     wanted = dict(wanted_sections(report))
     stored = {
@@ -340,10 +340,7 @@ def refinalize_if_late(services: Services, full_name: str, month: str, outcome: 
         return ""
     try:
         revised, created = finalize(
-            services.state,
-            services.ledger,
-            services.records,
-            services.config,
+            services,
             full_name,
             month,
             force=True,

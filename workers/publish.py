@@ -109,7 +109,7 @@ def _documents(services: Services, full_name: str, month: str, edition: str) -> 
     timezone = services.config.timezone_for(stored)
     parsed = Month.parse(month)
     cutoff = min(parsed.last_day, today_in(timezone))
-    report = report_for(services.state, services.config, MonthRequest(stored, month_window(parsed, cutoff, timezone)))
+    report = report_for(services, MonthRequest(stored, month_window(parsed, cutoff, timezone)))
     return render(report, "md", "en"), render(report, "md", "zh-CN")
 
 

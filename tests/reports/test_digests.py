@@ -27,6 +27,7 @@ from tracker.reports import digests  # noqa: E402
 from tracker.reports.cache import rendered_bytes  # noqa: E402
 from tracker.reports.digests import digest_key, month_ends, month_windows  # noqa: E402
 from tracker.reports.loading import resolve  # noqa: E402
+from tracker.reports.render import Document  # noqa: E402
 from tracker.reports.warm import warm_month  # noqa: E402
 from tracker.services import Services  # noqa: E402
 from tracker.web.context import services  # noqa: E402
@@ -49,8 +50,8 @@ def at_cutoff(built: Services, cutoff: str | None, cache: bool) -> dict[str, Any
     """The JSON at `cutoff`, as a process that never read the month answers it."""
     clusters.forget()
     digests.forget_held()
-    request = resolve(built.state, built.config, REPO, str(this_month()), cutoff)
-    data = rendered_bytes(built.state, built.config, request, "json", "en", cache=built.redis if cache else None)
+    request = resolve(built, REPO, str(this_month()), cutoff)
+    data = rendered_bytes(built, request, Document("json", "en"), cache=built.redis if cache else None)
     document: dict[str, Any] = json.loads(data)
     return document
 
@@ -66,7 +67,7 @@ def test_the_warm_job_keeps_the_digest_every_cutoff_reads_until_the_month_change
     month = str(this_month())
     redis = built.require_redis()
     redis.flushdb()
-    key = digest_key(built.state, built.config, REPO, month, TIMEZONE)
+    key = digest_key(built, resolve(built, REPO, month, None))
     assert not redis.exists(key)
     warm_month(built, REPO, month)
     kept = redis.hgetall(key)
@@ -89,14 +90,14 @@ def test_the_warm_job_keeps_the_digest_every_cutoff_reads_until_the_month_change
     assert at_cutoff(built, None, cache=True) == at_cutoff(built, None, cache=False)
     # The next delivery moves the month's version: the digest is a miss until the next warm.
     deliver(client, app, 2, "Speed up the data loader")
-    assert digest_key(built.state, built.config, REPO, month, TIMEZONE) != key
+    assert digest_key(built, resolve(built, REPO, month, None)) != key
     assert titles(at_cutoff(built, None, cache=True)) == [
         "Add a paged KV cache for inference",
         "Speed up the data loader",
     ]
     warm_month(built, REPO, month)
     assert not redis.exists(key)  # the old version's digest is gone
-    assert redis.exists(digest_key(built.state, built.config, REPO, month, TIMEZONE))
+    assert redis.exists(digest_key(built, resolve(built, REPO, month, None)))
     assert at_cutoff(built, None, cache=True) == at_cutoff(built, None, cache=False)
 
 
@@ -126,8 +127,8 @@ def test_every_document_read_from_the_digest_is_the_one_the_database_gives(
     redis = built.require_redis()
     redis.flushdb()
     warm_month(built, REPO, month)
-    assert redis.exists(digest_key(built.state, built.config, REPO, month, TIMEZONE))
-    request = resolve(built.state, built.config, REPO, month, None)
+    assert redis.exists(digest_key(built, resolve(built, REPO, month, None)))
+    request = resolve(built, REPO, month, None)
     for fmt, lang, detail in (
         ("json", "en", "full"),
         ("json", "en", "summary"),
@@ -138,11 +139,11 @@ def test_every_document_read_from_the_digest_is_the_one_the_database_gives(
     ):
         redis.delete(*redis.scan_iter(match="tracker:render:*"))
         forget_memos()  # the titles and paths from the digest's offer (tracker.core.memo)
-        from_digest = rendered_bytes(built.state, built.config, request, fmt, lang, cache=redis, detail=detail)
+        from_digest = rendered_bytes(built, request, Document(fmt, lang, detail), cache=redis)
         forget_memos()  # computed here
-        from_database = rendered_bytes(built.state, built.config, request, fmt, lang, cache=None, detail=detail)
+        from_database = rendered_bytes(built, request, Document(fmt, lang, detail), cache=None)
         assert from_digest == from_database, (fmt, lang, detail)
-    assert b'"evidence"' in rendered_bytes(built.state, built.config, request, "json", "en", cache=redis)
+    assert b'"evidence"' in rendered_bytes(built, request, Document("json", "en"), cache=redis)
 
 
 def test_a_digest_read_while_the_month_moved_on_is_patched_from_where_its_read_began(
@@ -167,7 +168,7 @@ def test_a_digest_read_while_the_month_moved_on_is_patched_from_where_its_read_b
 
     monkeypatch.setattr(digests, "read_digest", read_during_a_batch)
     before = built.state.month_version(REPO, month)[0]
-    digests.keep_digest(redis, built.state, built.config, REPO, month, TIMEZONE)
+    digests.keep_digest(built, redis, resolve(built, REPO, month, None))
     monkeypatch.undo()
     through = built.state.month_version(REPO, month)[0]
     assert through > before

@@ -17,10 +17,11 @@ from bench.fixtures.paths import require_shared
 
 require_shared()  # bench.fixtures.fake_github reads GitHub's example answers from ../shared as it loads
 
-from tests.reports.test_warm import REPO, TIMEZONE, deliver, this_month  # noqa: E402
+from tests.reports.test_warm import REPO, deliver, this_month  # noqa: E402
 from tracker.reports.cache import rendered_bytes  # noqa: E402
 from tracker.reports.digests import digest_key, forget_held  # noqa: E402
 from tracker.reports.loading import resolve  # noqa: E402
+from tracker.reports.render import Document  # noqa: E402
 from tracker.reports.warm import DOCUMENTS, warm_month  # noqa: E402
 from tracker.services import Services  # noqa: E402
 from tracker.web.context import services  # noqa: E402
@@ -44,18 +45,18 @@ def test_every_key_producing_reports_writes_expires_while_a_queued_job_does_not(
     # The warm job's work (digest, groupings, month-to-date documents, earlier cutoffs' groupings), then
     # requests of a process that never read the month, through the web and the reports' own functions.
     warm_month(built, REPO, month)
-    assert redis.exists(digest_key(built.state, built.config, REPO, month, TIMEZONE))
+    assert redis.exists(digest_key(built, resolve(built, REPO, month, None)))
     forget_held()
     owner, name = REPO.split("/")
     for fmt in ("md", "html", "json"):
         assert client.get(f"/reports/{owner}/{name}/current.{fmt}").status_code == 200
-    request = resolve(built.state, built.config, REPO, month, None)
+    request = resolve(built, REPO, month, None)
     first = request.window.month.first_day
     for cutoff in {first, request.window.cutoff - timedelta(days=1)}:
         if cutoff >= first:
-            earlier = resolve(built.state, built.config, REPO, month, cutoff.isoformat())
+            earlier = resolve(built, REPO, month, cutoff.isoformat())
             for document in DOCUMENTS:
-                rendered_bytes(built.state, built.config, earlier, *document[:2], cache=redis, detail=document[2])
+                rendered_bytes(built, earlier, document, cache=redis)
     written = sorted(key.decode() for key in redis.scan_iter(count=1000))
     assert any(key.startswith("tracker:render:") for key in written)
     assert any(key.startswith("tracker:grouping:") for key in written)

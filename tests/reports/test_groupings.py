@@ -57,13 +57,13 @@ def grouping_keys(redis: Redis) -> set[bytes]:
 
 
 def request(tracker: Tracker) -> MonthRequest:
-    return resolve(tracker.state, tracker.config, REPO, "2026-05", CUTOFF, today=TODAY)
+    return resolve(tracker, REPO, "2026-05", CUTOFF, today=TODAY)
 
 
 def from_nothing(tracker: Tracker) -> Report:
     """A real computation: no Redis, no grouping remembered in the process."""
     clusters.forget()
-    return report_for(tracker.state, tracker.config, request(tracker))
+    return report_for(tracker, request(tracker))
 
 
 def themes(report: Report) -> list[tuple[str, list[list[int]]]]:
@@ -76,13 +76,13 @@ def themes(report: Report) -> list[tuple[str, list[list[int]]]]:
 
 def test_each_sections_grouping_is_kept_and_equals_a_computation_from_nothing(may: Tracker, redis: Redis) -> None:
     clusters.forget()
-    cached = report_for(may.state, may.config, request(may), cache=redis)
+    cached = report_for(may, request(may), cache=redis)
     assert len(grouping_keys(redis)) == sum(1 for section in cached.sections if section.changes) == 2
     for key in grouping_keys(redis):
         assert 0 < redis.ttl(key) <= groupings.GROUPING_SECONDS
     # Another process (nothing remembered in this one) reads it, and gets what a computation gives.
     clusters.forget()
-    again = report_for(may.state, may.config, request(may), cache=redis)
+    again = report_for(may, request(may), cache=redis)
     first, second = from_nothing(may), from_nothing(may)  # two real computations
     assert render(first, "json", "en") == render(second, "json", "en")
     for report in (cached, again):
@@ -92,7 +92,7 @@ def test_each_sections_grouping_is_kept_and_equals_a_computation_from_nothing(ma
 
 def test_a_stored_grouping_is_read_instead_of_computed(may: Tracker, redis: Redis) -> None:
     clusters.forget()
-    report_for(may.state, may.config, request(may), cache=redis)
+    report_for(may, request(may), cache=redis)
     assert len(grouping_keys(redis)) == 2
     # Plant a grouping of the same items: every change in one theme.
     for key in grouping_keys(redis):
@@ -102,7 +102,7 @@ def test_a_stored_grouping_is_read_instead_of_computed(may: Tracker, redis: Redi
         planted = [{"members": members, "terms": ["planted"], "topics": [topic], "other": False}]
         redis.set(key, json.dumps(planted), keepttl=True)
     clusters.forget()
-    read = report_for(may.state, may.config, request(may), cache=redis)
+    read = report_for(may, request(may), cache=redis)
     # Every change the grouping saw in one theme (upkeep is apart: it is not grouped).
     grouped = [[theme for theme in section.themes if theme.id != MAINTENANCE_THEME[0]] for section in read.sections]
     assert [len(themes) for themes in grouped] == [1, 1]
@@ -111,17 +111,17 @@ def test_a_stored_grouping_is_read_instead_of_computed(may: Tracker, redis: Redi
 
 def test_a_grouping_that_does_not_fit_its_items_is_computed_again(may: Tracker, redis: Redis) -> None:
     clusters.forget()
-    report_for(may.state, may.config, request(may), cache=redis)
+    report_for(may, request(may), cache=redis)
     for key in grouping_keys(redis):
         redis.set(key, b'[{"members": [0], "terms": [], "topics": [], "other": false}]', keepttl=True)
     clusters.forget()
-    again = report_for(may.state, may.config, request(may), cache=redis)
+    again = report_for(may, request(may), cache=redis)
     assert render(again, "json", "en") == render(from_nothing(may), "json", "en")
 
 
 def test_new_data_is_a_new_grouping_never_a_stale_one(may: Tracker, redis: Redis) -> None:
     clusters.forget()
-    before = report_for(may.state, may.config, request(may), cache=redis)
+    before = report_for(may, request(may), cache=redis)
     keys_before = grouping_keys(redis)
     # Three new PRs of one story, opened in the window and still open: In Progress changes, Delivered not.
     titles = {9101: "Add MXFP8 grouped GEMM", 9102: "MXFP8 grouped GEMM for MoE", 9103: "Tune MXFP8 GEMM"}
@@ -129,7 +129,7 @@ def test_new_data_is_a_new_grouping_never_a_stale_one(may: Tracker, redis: Redis
         story = PullRequestStory(number, _day(12), repo=REPO, title=title).opened()
         may.deliver(story.deliveries)
     may.give_files({n: ["megatron/core/fusions/mxfp8_gemm.py"] for n in (9101, 9102, 9103)})
-    after = report_for(may.state, may.config, request(may), cache=redis)
+    after = report_for(may, request(may), cache=redis)
     keys_after = grouping_keys(redis)
     assert len(keys_after - keys_before) == 1  # In Progress grouped anew; Delivered's content is the same
     new_numbers = {n for section in after.sections for change in section.changes for n in change.numbers}
@@ -140,7 +140,7 @@ def test_new_data_is_a_new_grouping_never_a_stale_one(may: Tracker, redis: Redis
     story = PullRequestStory(9103, _day(12), repo=REPO, title="Tune MXFP8 GEMM").opened()
     story.retitled(_day(13), "Document the release process")
     may.deliver(story.deliveries[1:])
-    retitled = report_for(may.state, may.config, request(may), cache=redis)
+    retitled = report_for(may, request(may), cache=redis)
     assert len(grouping_keys(redis) - keys_after) == 1
     assert render(retitled, "md", "en") == render(from_nothing(may), "md", "en")
     assert "Document the release process" in render(retitled, "md", "en")
@@ -149,5 +149,5 @@ def test_new_data_is_a_new_grouping_never_a_stale_one(may: Tracker, redis: Redis
 def test_a_redis_that_fails_costs_a_grouping_nothing_more(may: Tracker) -> None:
     dead = Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
     clusters.forget()
-    report = report_for(may.state, may.config, request(may), cache=dead)
+    report = report_for(may, request(may), cache=dead)
     assert render(report, "json", "en") == render(from_nothing(may), "json", "en")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from tracker.reports.loading import (
     snapshot_for,
     snapshot_json,
 )
-from tracker.reports.render import render
+from tracker.reports.render import Document, render
 from tracker.store.database import connect
 from tracker.store.heads import HeadStore
 from tracker.store.ledger import Ledger
@@ -102,7 +103,7 @@ def cited(report: Report) -> list[str]:
 
 def test_an_unknown_repository_is_named(tracker: Tracker) -> None:
     with pytest.raises(UnknownRepository) as caught:
-        resolve(tracker.state, tracker.config, "acme/widgets", "2026-09", None, today=TODAY)
+        resolve(tracker, "acme/widgets", "2026-09", None, today=TODAY)
     assert "acme/widgets" in str(caught.value)
     assert str(caught.value).startswith("no deliveries have been received for acme/widgets")
     assert "ledger" in str(caught.value)  # where it looked
@@ -112,14 +113,14 @@ def test_an_unknown_repository_is_named(tracker: Tracker) -> None:
 @needs_shared
 def test_another_repository_stays_unknown_once_one_is_known(filled: Tracker) -> None:
     with pytest.raises(UnknownRepository, match="NVIDIA/Megatron"):
-        resolve(filled.state, filled.config, "NVIDIA/Megatron", "2026-09", None, today=TODAY)
+        resolve(filled, "NVIDIA/Megatron", "2026-09", None, today=TODAY)
 
 
 @needs_shared
 @pytest.mark.parametrize("month", ["2026-13", "26-09", "current-ish", "2026-00", "2026-9", "September", ""])
 def test_a_bad_month_is_a_window_error(filled: Tracker, month: str) -> None:
     with pytest.raises(WindowError, match="is not a month"):
-        resolve(filled.state, filled.config, REPO, month, None, today=TODAY)
+        resolve(filled, REPO, month, None, today=TODAY)
 
 
 @needs_shared
@@ -134,16 +135,16 @@ def test_a_bad_month_is_a_window_error(filled: Tracker, month: str) -> None:
 )
 def test_a_cutoff_outside_the_month_is_a_window_error(filled: Tracker, cutoff: str, message: str) -> None:
     with pytest.raises(WindowError) as caught:
-        resolve(filled.state, filled.config, REPO, "2026-09", cutoff, today=TODAY)
+        resolve(filled, REPO, "2026-09", cutoff, today=TODAY)
     assert str(caught.value) == message
 
 
 @needs_shared
 def test_a_month_or_cutoff_in_the_future_is_a_window_error(filled: Tracker) -> None:
     with pytest.raises(WindowError, match="has not started yet"):
-        resolve(filled.state, filled.config, REPO, "2026-11", None, today=TODAY)
+        resolve(filled, REPO, "2026-11", None, today=TODAY)
     with pytest.raises(WindowError, match="is in the future"):
-        resolve(filled.state, filled.config, REPO, "2026-10", "2026-10-06", today=TODAY)
+        resolve(filled, REPO, "2026-10", "2026-10-06", today=TODAY)
 
 
 @needs_shared
@@ -151,7 +152,7 @@ def test_a_month_or_cutoff_in_the_future_is_a_window_error(filled: Tracker) -> N
     "asked", ["NVIDIA/Megatron-LM", "nvidia/megatron-lm", "NVIDIA/MEGATRON-LM", "nViDiA/MeGaTrOn-Lm"]
 )
 def test_a_repository_resolves_to_its_stored_spelling_whatever_the_case(filled: Tracker, asked: str) -> None:
-    request = resolve(filled.state, filled.config, asked, "2026-09", "2026-09-13", today=TODAY)
+    request = resolve(filled, asked, "2026-09", "2026-09-13", today=TODAY)
     assert request.repo == "NVIDIA/Megatron-LM"
     assert request.window.cutoff == date(2026, 9, 13)
     assert request.window.timezone == "Asia/Shanghai"
@@ -162,7 +163,7 @@ def test_a_repository_resolves_to_its_stored_spelling_whatever_the_case(filled: 
 
 @needs_shared
 def test_a_past_month_defaults_to_its_final_day(filled: Tracker) -> None:
-    request = resolve(filled.state, filled.config, REPO, "2026-09", None, today=TODAY)
+    request = resolve(filled, REPO, "2026-09", None, today=TODAY)
     assert request.window.cutoff == date(2026, 9, 30)
     assert request.window.final is True
     assert (request.window.start, request.window.end) == (utc(2026, 8, 31, 16), utc(2026, 9, 30, 16))
@@ -170,7 +171,7 @@ def test_a_past_month_defaults_to_its_final_day(filled: Tracker) -> None:
 
 @needs_shared
 def test_current_is_the_month_of_today_up_to_today(filled: Tracker) -> None:
-    request = resolve(filled.state, filled.config, REPO, "current", None, today=date(2026, 9, 13))
+    request = resolve(filled, REPO, "current", None, today=date(2026, 9, 13))
     assert str(request.window.month) == "2026-09"
     assert request.window.cutoff == date(2026, 9, 13)
     assert request.window.final is False
@@ -179,7 +180,7 @@ def test_current_is_the_month_of_today_up_to_today(filled: Tracker) -> None:
 
 @needs_shared
 def test_current_with_an_explicit_cutoff(filled: Tracker) -> None:
-    request = resolve(filled.state, filled.config, REPO, "current", "2026-09-02", today=date(2026, 9, 13))
+    request = resolve(filled, REPO, "current", "2026-09-02", today=date(2026, 9, 13))
     assert request.window.cutoff == date(2026, 9, 2)
     assert request.window.end == utc(2026, 9, 2, 16)
 
@@ -187,7 +188,7 @@ def test_current_with_an_explicit_cutoff(filled: Tracker) -> None:
 @needs_shared
 def test_current_uses_the_time_zone_configured_for_the_repository(filled: Tracker) -> None:
     config = TrackerConfig(repositories={"nvidia/megatron-lm": RepositoryConfig(timezone="UTC")})
-    request = resolve(filled.state, config, REPO, "current", None, today=date(2026, 10, 1))
+    request = resolve(replace(filled, config=config), REPO, "current", None, today=date(2026, 10, 1))
     assert str(request.window.month) == "2026-10"
     assert request.window.timezone == "UTC"
     assert (request.window.start, request.window.end) == (utc(2026, 10, 1), utc(2026, 10, 2))
@@ -195,23 +196,23 @@ def test_current_uses_the_time_zone_configured_for_the_repository(filled: Tracke
 
 @needs_shared
 def test_current_on_the_last_day_while_it_runs_is_partial(filled: Tracker) -> None:
-    request = resolve(filled.state, filled.config, REPO, "current", None, today=date(2026, 9, 30))
+    request = resolve(filled, REPO, "current", None, today=date(2026, 9, 30))
     assert request.window.cutoff == date(2026, 9, 30)
     assert request.window.final is False
 
 
 def test_the_last_day_at_noon_is_titled_through_and_final_the_next_day(filled: Tracker) -> None:
     # Noon on September 30 in Shanghai: the day has not ended, so the report is not final yet.
-    noon = resolve(filled.state, filled.config, REPO, "current", None, today=date(2026, 9, 30))
-    report = report_for(filled.state, filled.config, noon)
+    noon = resolve(filled, REPO, "current", None, today=date(2026, 9, 30))
+    report = report_for(filled, noon)
     english = render(report, "md", "en").splitlines()[0]
     chinese = render(report, "md", "zh-CN").splitlines()[0]
     assert english.endswith("— September 2026 (through September 30, 2026)"), english
     assert chinese.endswith("（截至2026-09-30）") and "最终版" not in chinese, chinese
     assert json.loads(render(report, "json", "en"))["final"] is False
     # October 1: the same month through the same day is the final report.
-    after = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-30", today=date(2026, 10, 1))
-    final = report_for(filled.state, filled.config, after)
+    after = resolve(filled, REPO, "2026-09", "2026-09-30", today=date(2026, 10, 1))
+    final = report_for(filled, after)
     assert render(final, "md", "en").splitlines()[0].endswith("(Final, through September 30, 2026)")
     assert render(final, "md", "zh-CN").splitlines()[0].endswith("（最终版，截至2026-09-30）")
 
@@ -221,7 +222,7 @@ def test_the_last_day_at_noon_is_titled_through_and_final_the_next_day(filled: T
 
 @needs_shared
 def test_load_snapshot_at_a_partial_cutoff(filled: Tracker) -> None:
-    snapshot = load_snapshot(filled.state, filled.config, "nvidia/megatron-lm", "2026-09", "2026-09-13", today=TODAY)
+    snapshot = load_snapshot(filled, "nvidia/megatron-lm", "2026-09", "2026-09-13", today=TODAY)
     document = snapshot.as_dict()
     assert document["repo"] == "NVIDIA/Megatron-LM"
     assert (document["month"], document["cutoff"], document["final"]) == ("2026-09", "2026-09-13", False)
@@ -252,7 +253,7 @@ def test_load_snapshot_at_a_partial_cutoff(filled: Tracker) -> None:
 
 @needs_shared
 def test_load_snapshot_of_the_final_day(filled: Tracker) -> None:
-    snapshot = load_snapshot(filled.state, filled.config, REPO, "2026-09", None, today=TODAY)
+    snapshot = load_snapshot(filled, REPO, "2026-09", None, today=TODAY)
     document = snapshot.as_dict()
     assert (document["cutoff"], document["final"]) == ("2026-09-30", True)
     assert {pr["number"]: pr["base_ref"] for pr in document["pull_requests"]} == {
@@ -265,16 +266,16 @@ def test_load_snapshot_of_the_final_day(filled: Tracker) -> None:
 
 @needs_shared
 def test_a_month_without_activity_is_empty(filled: Tracker) -> None:
-    snapshot = load_snapshot(filled.state, filled.config, REPO, "2026-08", None, today=TODAY)
+    snapshot = load_snapshot(filled, REPO, "2026-08", None, today=TODAY)
     assert snapshot.pull_requests == ()
     assert snapshot.stats.as_dict() == {"opened": 0, "merged": 0, "closed_unmerged": 0, "active_at_cutoff": 0}
 
 
 @needs_shared
 def test_snapshot_for_is_load_snapshot_of_the_resolved_request(filled: Tracker) -> None:
-    request = resolve(filled.state, filled.config, "NVIDIA/megatron-LM", "2026-09", "2026-09-13", today=TODAY)
-    by_request = snapshot_for(filled.state, filled.config, request)
-    by_name = load_snapshot(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
+    request = resolve(filled, "NVIDIA/megatron-LM", "2026-09", "2026-09-13", today=TODAY)
+    by_request = snapshot_for(filled, request)
+    by_name = load_snapshot(filled, REPO, "2026-09", "2026-09-13", today=TODAY)
     assert by_request == by_name
     assert snapshot_json(by_request) == snapshot_json(by_name)
     assert json.loads(snapshot_json(by_request))["repo"] == "NVIDIA/Megatron-LM"
@@ -282,12 +283,8 @@ def test_snapshot_for_is_load_snapshot_of_the_resolved_request(filled: Tracker) 
 
 @needs_shared
 def test_report_for_cites_the_base_branch_at_the_cutoff(filled: Tracker) -> None:
-    partial = report_for(
-        filled.state, filled.config, resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
-    )
-    final = report_for(
-        filled.state, filled.config, resolve(filled.state, filled.config, REPO, "2026-09", None, today=TODAY)
-    )
+    partial = report_for(filled, resolve(filled, REPO, "2026-09", "2026-09-13", today=TODAY))
+    final = report_for(filled, resolve(filled, REPO, "2026-09", None, today=TODAY))
     # Delivered: 2; In Progress: 1. Neither 3 (closed without merge) nor 4 (test-only) is narrated.
     assert [section.id for section in partial.sections] == ["delivered", "in_progress"]
     assert [[change.id for change in section.changes] for section in partial.sections] == [["change-2"], ["change-1"]]
@@ -303,11 +300,11 @@ def test_report_for_cites_the_base_branch_at_the_cutoff(filled: Tracker) -> None
 
 @needs_shared
 def test_report_for_renders_the_same_bytes_each_time(filled: Tracker) -> None:
-    request = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
+    request = resolve(filled, REPO, "2026-09", "2026-09-13", today=TODAY)
     for fmt, lang in [("md", "en"), ("md", "zh-CN"), ("html", "en"), ("json", "en")]:
-        first = render(report_for(filled.state, filled.config, request), fmt, lang)
-        assert first == render(report_for(filled.state, filled.config, request), fmt, lang)
-    markdown = render(report_for(filled.state, filled.config, request), "md", "en")
+        first = render(report_for(filled, request), fmt, lang)
+        assert first == render(report_for(filled, request), fmt, lang)
+    markdown = render(report_for(filled, request), "md", "en")
     assert "([dev #1](https://github.com/NVIDIA/Megatron-LM/pull/1))" in markdown
     assert "([main #2](https://github.com/NVIDIA/Megatron-LM/pull/2))" in markdown
 
@@ -315,12 +312,12 @@ def test_report_for_renders_the_same_bytes_each_time(filled: Tracker) -> None:
 @needs_shared
 def test_pending_files_then_their_arrival(tracker: Tracker) -> None:
     tracker.deliver(PullRequestStory(7, shanghai(9, 9), repo=REPO, title="Tune the loader").opened().deliveries)
-    before = load_snapshot(tracker.state, tracker.config, REPO, "2026-09", "2026-09-13", today=TODAY)
+    before = load_snapshot(tracker, REPO, "2026-09", "2026-09-13", today=TODAY)
     assert before.pending_classification == 1
     assert before.stats.opened == 0
     assert before.pull_requests[0].category.value == "pending"
     tracker.give_files({7: ["megatron/core/datasets/loader.py"]})
-    after = load_snapshot(tracker.state, tracker.config, REPO, "2026-09", "2026-09-13", today=TODAY)
+    after = load_snapshot(tracker, REPO, "2026-09", "2026-09-13", today=TODAY)
     assert after.pending_classification == 0
     assert after.stats.opened == 1
 
@@ -334,29 +331,29 @@ def render_keys(redis: Redis) -> set[bytes]:
 
 @needs_shared
 def test_a_rendered_report_is_cached_and_served_from_the_cache(filled: Tracker, redis: Redis) -> None:
-    request = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
+    request = resolve(filled, REPO, "2026-09", "2026-09-13", today=TODAY)
     assert render_keys(redis) == set()
-    first = rendered(filled.state, filled.config, request, "md", "en", cache=redis)
-    assert first == render(report_for(filled.state, filled.config, request), "md", "en")
+    first = rendered(filled, request, Document("md", "en"), cache=redis)
+    assert first == render(report_for(filled, request), "md", "en")
     (key,) = render_keys(redis)
     assert redis.get(key) == first.encode("utf-8")
     assert 0 < redis.ttl(key) <= 24 * 3600
 
     # The second answer comes from that key: put a marker there and it is what comes back.
     redis.set(key, b"served from the cache\n", keepttl=True)
-    assert rendered(filled.state, filled.config, request, "md", "en", cache=redis) == "served from the cache\n"
+    assert rendered(filled, request, Document("md", "en"), cache=redis) == "served from the cache\n"
     assert render_keys(redis) == {key}
 
     # Another format or language is another key.
-    rendered(filled.state, filled.config, request, "json", "en", cache=redis)
-    rendered(filled.state, filled.config, request, "md", "zh-CN", cache=redis)
+    rendered(filled, request, Document("json", "en"), cache=redis)
+    rendered(filled, request, Document("md", "zh-CN"), cache=redis)
     assert len(render_keys(redis)) == 3
 
 
 @needs_shared
 def test_a_new_delivery_for_the_month_is_never_served_stale(filled: Tracker, redis: Redis) -> None:
-    request = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
-    first = rendered(filled.state, filled.config, request, "md", "en", cache=redis)
+    request = resolve(filled, REPO, "2026-09", "2026-09-13", today=TODAY)
+    first = rendered(filled, request, Document("md", "en"), cache=redis)
     assert (
         "- Substantive PR activity after filtering: opened 3; merged 1; closed without merge 1; active at cutoff 1."
         in (first.splitlines())
@@ -366,17 +363,17 @@ def test_a_new_delivery_for_the_month_is_never_served_stale(filled: Tracker, red
 
     # A PR opened on Sep 9: the month changed, so the cached text is not served.
     filled.deliver(PullRequestStory(5, shanghai(9, 9), repo=REPO, title="Speed up the data loader").opened().deliveries)
-    second = rendered(filled.state, filled.config, request, "md", "en", cache=redis)
+    second = rendered(filled, request, Document("md", "en"), cache=redis)
     assert second != "stale\n"
     assert second != first
-    assert second == rendered(filled.state, filled.config, request, "md", "en", cache=None)
+    assert second == rendered(filled, request, Document("md", "en"), cache=None)
     assert "- Awaiting file classification (not yet counted): 1." in second.splitlines()
 
     # Its files arrive: the month changed again.
     filled.give_files({5: FILES[5]})
-    third = rendered(filled.state, filled.config, request, "md", "en", cache=redis)
+    third = rendered(filled, request, Document("md", "en"), cache=redis)
     assert third not in (first, second)
-    assert third == rendered(filled.state, filled.config, request, "md", "en", cache=None)
+    assert third == rendered(filled, request, Document("md", "en"), cache=None)
     assert (
         "- Substantive PR activity after filtering: opened 4; merged 1; closed without merge 1; active at cutoff 2."
         in (third.splitlines())
@@ -387,21 +384,21 @@ def test_a_new_delivery_for_the_month_is_never_served_stale(filled: Tracker, red
 
 @needs_shared
 def test_a_new_ledger_generation_is_never_served_stale(filled: Tracker, redis: Redis) -> None:
-    request = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
-    first = rendered(filled.state, filled.config, request, "json", "en", cache=redis)
+    request = resolve(filled, REPO, "2026-09", "2026-09-13", today=TODAY)
+    first = rendered(filled, request, Document("json", "en"), cache=redis)
     (key,) = render_keys(redis)
     redis.set(key, b"stale\n", keepttl=True)
     filled.state.new_generation()  # what a rebuild does
-    assert rendered(filled.state, filled.config, request, "json", "en", cache=redis) == first
+    assert rendered(filled, request, Document("json", "en"), cache=redis) == first
     assert len(render_keys(redis)) == 2
 
 
 @needs_shared
 def test_another_cutoff_is_another_key(filled: Tracker, redis: Redis) -> None:
-    partial = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
-    final = resolve(filled.state, filled.config, REPO, "2026-09", None, today=TODAY)
-    at_13th = rendered(filled.state, filled.config, partial, "md", "en", cache=redis)
-    at_30th = rendered(filled.state, filled.config, final, "md", "en", cache=redis)
+    partial = resolve(filled, REPO, "2026-09", "2026-09-13", today=TODAY)
+    final = resolve(filled, REPO, "2026-09", None, today=TODAY)
+    at_13th = rendered(filled, partial, Document("md", "en"), cache=redis)
+    at_30th = rendered(filled, final, Document("md", "en"), cache=redis)
     assert at_13th.splitlines()[0].endswith("(through September 13, 2026)")
     assert at_30th.splitlines()[0].endswith("(Final, through September 30, 2026)")
     assert len(render_keys(redis)) == 2
@@ -409,19 +406,17 @@ def test_another_cutoff_is_another_key(filled: Tracker, redis: Redis) -> None:
 
 @needs_shared
 def test_without_a_cache_nothing_is_stored(filled: Tracker, redis: Redis) -> None:
-    request = MonthRequest(
-        "NVIDIA/Megatron-LM", resolve(filled.state, filled.config, REPO, "2026-09", None, today=TODAY).window
-    )
-    text = rendered(filled.state, filled.config, request, "md", "zh-CN")
+    request = MonthRequest("NVIDIA/Megatron-LM", resolve(filled, REPO, "2026-09", None, today=TODAY).window)
+    text = rendered(filled, request, Document("md", "zh-CN"))
     assert text.splitlines()[0] == "# Megatron-LM 月度活动报告 — 2026年9月（最终版，截至2026-09-30）"
     assert render_keys(redis) == set()
 
 
 @needs_shared
 def test_the_json_document_is_cached_once_for_every_language(filled: Tracker, redis: Redis) -> None:
-    request = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
-    english = rendered(filled.state, filled.config, request, "json", "en", cache=redis)
-    chinese = rendered(filled.state, filled.config, request, "json", "zh-CN", cache=redis)
+    request = resolve(filled, REPO, "2026-09", "2026-09-13", today=TODAY)
+    english = rendered(filled, request, Document("json", "en"), cache=redis)
+    chinese = rendered(filled, request, Document("json", "zh-CN"), cache=redis)
     assert english == chinese
     assert len(render_keys(redis)) == 1
 
@@ -433,20 +428,18 @@ def test_the_cache_keeps_at_most_its_bound_dropping_the_least_recently_used(
     from tracker.reports import cache
 
     monkeypatch.setattr(cache, "MAX_ENTRIES", 3)
-    requests = [
-        resolve(filled.state, filled.config, REPO, "2026-09", f"2026-09-{day:02d}", today=TODAY) for day in (1, 2, 3)
-    ]
+    requests = [resolve(filled, REPO, "2026-09", f"2026-09-{day:02d}", today=TODAY) for day in (1, 2, 3)]
     key_of = []
     for request in requests:
         before = render_keys(redis)
-        rendered(filled.state, filled.config, request, "md", "en", cache=redis)
+        rendered(filled, request, Document("md", "en"), cache=redis)
         (new,) = render_keys(redis) - before
         key_of.append(new)
     assert render_keys(redis) == set(key_of)
     # Use the 1st again, then render a 4th cutoff: the 2nd, least recently used, is dropped.
-    rendered(filled.state, filled.config, requests[0], "md", "en", cache=redis)
-    fourth = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-04", today=TODAY)
-    rendered(filled.state, filled.config, fourth, "md", "en", cache=redis)
+    rendered(filled, requests[0], Document("md", "en"), cache=redis)
+    fourth = resolve(filled, REPO, "2026-09", "2026-09-04", today=TODAY)
+    rendered(filled, fourth, Document("md", "en"), cache=redis)
     after = render_keys(redis)
     assert len(after) == 3
     assert set(key_of) - after == {key_of[1]}
@@ -462,8 +455,8 @@ def test_an_entry_larger_than_the_bound_is_not_kept(
     from tracker.reports import cache
 
     monkeypatch.setattr(cache, "MAX_ENTRY_BYTES", 100)
-    request = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
-    text = rendered(filled.state, filled.config, request, "md", "en", cache=redis)
+    request = resolve(filled, REPO, "2026-09", "2026-09-13", today=TODAY)
+    text = rendered(filled, request, Document("md", "en"), cache=redis)
     assert len(text.encode()) > 100
     assert render_keys(redis) == set()
 
@@ -474,13 +467,13 @@ def test_text_rendered_by_other_code_is_never_served(
 ) -> None:
     from tracker.reports import cache
 
-    request = resolve(filled.state, filled.config, REPO, "2026-09", "2026-09-13", today=TODAY)
-    rendered(filled.state, filled.config, request, "md", "en", cache=redis)
+    request = resolve(filled, REPO, "2026-09", "2026-09-13", today=TODAY)
+    rendered(filled, request, Document("md", "en"), cache=redis)
     (old,) = render_keys(redis)
     redis.set(old, b"rendered by the previous release", keepttl=True)
     monkeypatch.setattr(cache, "CODE", "the templates or the core changed")
-    text = rendered(filled.state, filled.config, request, "md", "en", cache=redis)
-    assert text == render(report_for(filled.state, filled.config, request), "md", "en")
+    text = rendered(filled, request, Document("md", "en"), cache=redis)
+    assert text == render(report_for(filled, request), "md", "en")
     assert len(render_keys(redis)) == 2
 
 

@@ -77,7 +77,6 @@ def records(engine: Engine) -> RecordStore:
 
 def freeze(
     tracker: Tracker,
-    records: RecordStore,
     repo: str = REPO,
     month: str = "2026-07",
     *,
@@ -85,37 +84,35 @@ def freeze(
     trigger: str = "cli",
     now: datetime | None = None,
 ) -> tuple[MonthRecord, bool]:
-    return finalize(
-        tracker.state, tracker.ledger, records, tracker.config, repo, month, force=force, trigger=trigger, now=now
-    )
+    return finalize(tracker, repo, month, force=force, trigger=trigger, now=now)
 
 
 def test_a_month_that_has_not_ended_is_refused_saying_when_it_ends(filled: Tracker, records: RecordStore) -> None:
     # 2026-07-31T15:59:59Z is 23:59:59 on the last day in Shanghai.
     with pytest.raises(MonthNotEnded) as refused:
-        freeze(filled, records, now=at("2026-07-31T15:59:59+00:00"))
+        freeze(filled, now=at("2026-07-31T15:59:59+00:00"))
     assert refused.value.ends_at == int(at("2026-07-31T16:00:00+00:00").timestamp())
     assert "it ends at 2026-07-31T16:00:00Z (midnight in Asia/Shanghai)" in str(refused.value)
     assert records.latest(REPO, "2026-07") is None
     with pytest.raises(WindowError):
-        freeze(filled, records, month="2026-13")
+        freeze(filled, month="2026-13")
     with pytest.raises(UnknownRepository):
-        freeze(filled, records, repo="nobody/nothing")
+        freeze(filled, repo="nobody/nothing")
 
 
 def test_forced_before_the_end_it_stops_at_today(filled: Tracker, records: RecordStore) -> None:
-    record, created = freeze(filled, records, force=True, now=at("2026-07-20T04:00:00+00:00"))
+    record, created = freeze(filled, force=True, now=at("2026-07-20T04:00:00+00:00"))
     assert created and record.revision == 1 and record.forced
     assert record.cutoff == "2026-07-20"
     assert json.loads(record.document("json", ""))["final"] is False
 
 
 def test_the_record_is_the_final_report_in_every_format(filled: Tracker, records: RecordStore) -> None:
-    record, created = freeze(filled, records, now=AFTER_JULY, trigger="schedule")
+    record, created = freeze(filled, now=AFTER_JULY, trigger="schedule")
     assert created and record.revision == 1 and not record.forced and record.trigger == "schedule"
     assert record.cutoff == "2026-07-31"
     window = month_window(Month.parse("2026-07"), record_day(record), SHANGHAI)
-    report = report_for(filled.state, filled.config, MonthRequest(REPO, window))
+    report = report_for(filled, MonthRequest(REPO, window))
     for fmt, lang in DOCUMENTS:
         assert record.document(fmt, lang or "en") == render(report, fmt, lang or "en")
     document = json.loads(record.document("json", ""))
@@ -133,8 +130,8 @@ def record_day(record: MonthRecord) -> date:
 
 
 def test_the_time_zone_edge_puts_a_merge_in_the_right_month(filled: Tracker, records: RecordStore) -> None:
-    east, _ = freeze(filled, records, repo=REPO, now=AFTER_JULY)
-    west, _ = freeze(filled, records, repo=WEST, now=AFTER_JULY)
+    east, _ = freeze(filled, repo=REPO, now=AFTER_JULY)
+    west, _ = freeze(filled, repo=WEST, now=AFTER_JULY)
     east_prs = {pr["number"]: pr for pr in json.loads(east.document("json", ""))["pull_requests"]}
     west_prs = {pr["number"]: pr for pr in json.loads(west.document("json", ""))["pull_requests"]}
     assert east_prs[2]["state_at_cutoff"] == "open"  # merged on August 1 in Shanghai
@@ -148,34 +145,32 @@ def test_los_angeles_finalises_fifteen_hours_after_shanghai(filled: Tracker, rec
     assert month_end("2026-07", "America/Los_Angeles") - month_end("2026-07", SHANGHAI) == 15 * 3600
     grace = 3600.0
     just_after_shanghai = at("2026-07-31T17:00:00+00:00")
-    assert ("octo-org/octo-repo", "2026-07") in due(filled, records, grace, just_after_shanghai)
-    assert ("octo-org/west-repo", "2026-07") not in due(filled, records, grace, just_after_shanghai)
+    assert ("octo-org/octo-repo", "2026-07") in due(filled, grace, just_after_shanghai)
+    assert ("octo-org/west-repo", "2026-07") not in due(filled, grace, just_after_shanghai)
     fifteen_hours_later = just_after_shanghai + timedelta(hours=15)
-    assert ("octo-org/west-repo", "2026-07") in due(filled, records, grace, fifteen_hours_later)
-    assert ("octo-org/west-repo", "2026-07") not in due(
-        filled, records, grace, fifteen_hours_later - timedelta(seconds=1)
-    )
-    freeze(filled, records, repo=REPO, now=fifteen_hours_later)
-    assert ("octo-org/octo-repo", "2026-07") not in due(filled, records, grace, fifteen_hours_later)
+    assert ("octo-org/west-repo", "2026-07") in due(filled, grace, fifteen_hours_later)
+    assert ("octo-org/west-repo", "2026-07") not in due(filled, grace, fifteen_hours_later - timedelta(seconds=1))
+    freeze(filled, repo=REPO, now=fifteen_hours_later)
+    assert ("octo-org/octo-repo", "2026-07") not in due(filled, grace, fifteen_hours_later)
 
 
-def due(tracker: Tracker, records: RecordStore, grace: float, now: datetime) -> list[tuple[str, str]]:
-    return due_months(tracker.state, records, tracker.config, grace_seconds=grace, now=now)
+def due(tracker: Tracker, grace: float, now: datetime) -> list[tuple[str, str]]:
+    return due_months(tracker, grace_seconds=grace, now=now)
 
 
 def test_finalising_again_returns_the_record_and_forcing_adds_a_revision(filled: Tracker, records: RecordStore) -> None:
-    first, created = freeze(filled, records, now=AFTER_JULY)
-    again, created_again = freeze(filled, records, now=AFTER_JULY)
+    first, created = freeze(filled, now=AFTER_JULY)
+    again, created_again = freeze(filled, now=AFTER_JULY)
     assert created and not created_again
     assert again.revision == 1 and again.content_hash == first.content_hash
-    forced, created_forced = freeze(filled, records, now=AFTER_JULY, force=True)
+    forced, created_forced = freeze(filled, now=AFTER_JULY, force=True)
     assert created_forced and forced.revision == 2 and forced.forced
     assert [r.revision for r in records.all(REPO, "2026-07")] == [1, 2]
     assert records.latest(REPO, "2026-07").revision == 2  # type: ignore[union-attr]
 
 
 def test_a_late_delivery_changes_nothing_in_the_record_and_is_counted(filled: Tracker, records: RecordStore) -> None:
-    record, _ = freeze(filled, records, now=AFTER_JULY)
+    record, _ = freeze(filled, now=AFTER_JULY)
     before = {key: record.document(*key) for key in DOCUMENTS}
     time.sleep(0.01)  # received after the record (milliseconds)
     late = PullRequestStory(4, at("2026-07-28T02:00:00+00:00"), repo=REPO, title="A July PR seen in August").opened()
@@ -186,19 +181,19 @@ def test_a_late_delivery_changes_nothing_in_the_record_and_is_counted(filled: Tr
     assert served is not None and {key: served.document(*key) for key in DOCUMENTS} == before
     assert late_deliveries(records, served, SHANGHAI) == {"count": 1, "pull_requests": [4]}
     # The live report sees #4; the record does not.
-    live = report_for(filled.state, filled.config, MonthRequest(REPO, window))
+    live = report_for(filled, MonthRequest(REPO, window))
     assert 4 in {pr.status.number for pr in live.snapshot.pull_requests}
     assert 4 not in {pr["number"] for pr in json.loads(served.document("json", ""))["pull_requests"]}
 
 
 def test_what_was_pending_is_said_in_the_record(tracker: Tracker, records: RecordStore) -> None:
     tracker.deliver(july(REPO)[0].deliveries)  # no files stored: #1 is pending classification
-    record, _ = freeze(tracker, records, now=AFTER_JULY)
+    record, _ = freeze(tracker, now=AFTER_JULY)
     assert record.pending == {"deliveries": 0, "pending_classification": 1}
 
 
 def test_a_partial_request_is_not_served_from_the_record(filled: Tracker, records: RecordStore) -> None:
-    freeze(filled, records, now=AFTER_JULY)
+    freeze(filled, now=AFTER_JULY)
     month = Month.parse("2026-07")
     partial = MonthRequest(REPO, month_window(month, month.last_day - timedelta(days=1), SHANGHAI))
     assert served_record(records, partial) is None
@@ -209,9 +204,7 @@ def _finalize_in_a_process(url: str, barrier: Any, results: Any) -> None:
     try:
         tracker = Tracker(Ledger(engine), MonthState(engine), HeadStore(engine), CONFIG)
         barrier.wait(10)
-        record, created = finalize(
-            tracker.state, tracker.ledger, RecordStore(engine), CONFIG, REPO, "2026-07", now=AFTER_JULY
-        )
+        record, created = finalize(tracker, REPO, "2026-07", now=AFTER_JULY)
         results.put((record.revision, created, record.content_hash))
     finally:
         engine.dispose()

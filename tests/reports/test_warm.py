@@ -26,6 +26,7 @@ from tracker.core.window import Month, month_window, today_in  # noqa: E402
 from tracker.reports import groupings, warm  # noqa: E402
 from tracker.reports.cache import render_key, rendered_bytes  # noqa: E402
 from tracker.reports.loading import resolve  # noqa: E402
+from tracker.reports.render import Document  # noqa: E402
 from tracker.reports.warm import DOCUMENTS, warm_month  # noqa: E402
 from tracker.services import Services  # noqa: E402
 from tracker.web.context import services  # noqa: E402
@@ -60,18 +61,18 @@ def deliver(client: FlaskClient, app: Flask, number: int, title: str) -> None:
 def cold(built: Services, fmt: str, lang: str, detail: str) -> bytes:
     """What a request computes with nothing cached anywhere."""
     clusters.forget()
-    request = resolve(built.state, built.config, REPO, "current", None)
-    return rendered_bytes(built.state, built.config, request, fmt, lang, cache=None, detail=detail)
+    request = resolve(built, REPO, "current", None)
+    return rendered_bytes(built, request, Document(fmt, lang, detail), cache=None)
 
 
 def served(built: Services, fmt: str, lang: str, detail: str) -> bytes:
-    request = resolve(built.state, built.config, REPO, "current", None)
-    return rendered_bytes(built.state, built.config, request, fmt, lang, cache=built.redis, detail=detail)
+    request = resolve(built, REPO, "current", None)
+    return rendered_bytes(built, request, Document(fmt, lang, detail), cache=built.redis)
 
 
 def warm_keys(redis: Redis, built: Services) -> dict[tuple[str, str, str], str]:
-    request = resolve(built.state, built.config, REPO, str(this_month()), None)
-    return {document: render_key(built.state, built.config, request, *document) for document in DOCUMENTS}
+    request = resolve(built, REPO, str(this_month()), None)
+    return {document: render_key(built, request, document) for document in DOCUMENTS}
 
 
 def test_a_warmed_month_serves_what_a_request_computes_from_nothing(
@@ -270,8 +271,8 @@ def test_the_earlier_cutoffs_of_a_month_are_grouped_at_most_every_so_often(
 
     def at(day: int, cache: Redis | None) -> bytes:
         cutoff = last_month.first_day.replace(day=day).isoformat()
-        request = resolve(built.state, built.config, REPO, month, cutoff)
-        return rendered_bytes(built.state, built.config, request, "md", "en", cache=cache)
+        request = resolve(built, REPO, month, cutoff)
+        return rendered_bytes(built, request, Document("md", "en"), cache=cache)
 
     expected = {day: at(day, None) for day in (5, 12, 25)}  # computed from nothing, clustering included
     clusters.forget()

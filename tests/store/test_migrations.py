@@ -40,11 +40,12 @@ from sqlalchemy.engine import make_url
 
 from tests.store import previous_schema
 from tests.support.app import SECRET, BurstWorker, running_app, signed_headers
-from tracker.config import TrackerConfig, load_config
+from tracker.config import load_config
 from tracker.core.classify import ChangedFile
 from tracker.core.history import derive_history
-from tracker.reports.loading import report_for, resolve
+from tracker.reports.loading import ReportServices, report_for, resolve
 from tracker.reports.render import render
+from tracker.services import Services
 from tracker.settings import load_settings
 from tracker.store import migrations
 from tracker.store.database import (
@@ -58,7 +59,6 @@ from tracker.store.database import (
 from tracker.store.history import HistoryStore
 from tracker.store.ledger import Ledger
 from tracker.store.migrations import carry_over
-from tracker.store.month_state import MonthState
 from tracker.store.rebuild import upgrade
 from tracker.store.schema import DERIVED_SCHEMA, DERIVED_TABLES, metadata
 from tracker.web.context import services
@@ -564,12 +564,12 @@ def fresh_ledger_report(folder: Path, redis_url: str, old_url: str) -> dict[str,
             ):
                 history = derive_history(oid, document, built.config.timezone_for)
                 assert HistoryStore(built.state.engine).record(oid, source, REPOSITORY, number, document, history)
-        return month_report(built.state, built.config)
+        return month_report(built)
 
 
-def month_report(state: MonthState, config: TrackerConfig) -> dict[str, str]:
+def month_report(services: ReportServices) -> dict[str, str]:
     """The sample month's report as `tracker render` renders it (its JSON and Markdown), from the ledger."""
-    report = report_for(state, config, resolve(state, config, REPOSITORY, MONTH, None))
+    report = report_for(services, resolve(services, REPOSITORY, MONTH, None))
     return {f"{fmt}.{lang}": render(report, fmt, lang) for fmt, lang in (("json", "en"), ("md", "en"), ("md", "zh-CN"))}
 
 
@@ -600,7 +600,7 @@ def test_an_older_ledger_keeps_its_sources_and_is_rebuilt_to_a_fresh_ledgers_rep
         assert derived_schema_outdated(engine) is False
         with engine.connect() as conn:
             assert compare_metadata(MigrationContext.configure(conn), metadata) == []
-        assert month_report(MonthState(engine), config) == expected
+        assert month_report(Services.over(engine, config)) == expected
         again = upgrade(engine, lambda: config)
         assert (again.before, again.after, again.carried) == (migrations.head(), migrations.head(), None)
     finally:

@@ -30,7 +30,8 @@ from tracker.core.themes import is_auxiliary  # noqa: E402
 from tracker.core.titles import clean_title  # noqa: E402
 from tracker.reports import digests  # noqa: E402
 from tracker.reports.digests import month_windows  # noqa: E402
-from tracker.reports.loading import snapshot_json  # noqa: E402
+from tracker.reports.loading import MonthRequest, resolve, snapshot_json  # noqa: E402
+from tracker.reports.render import Document  # noqa: E402
 from tracker.store.heads import UNAVAILABLE  # noqa: E402
 from tracker.store.month_digest import (  # noqa: E402
     AUXILIARY,
@@ -230,11 +231,11 @@ def test_a_digest_some_versions_old_is_brought_up_to_date_by_reading_again_only_
         version, generation = state.month_version(REPO, MONTH)
         assert digests._patched_window(redis, state, s.config, REPO, windows[-1], version, generation, True) is None
         wholes.clear()
-        check_window = cached_fold(redis, state, s.config, REPO, windows[-1])
+        check_window = cached_fold(s, redis, MonthRequest(REPO, windows[-1]))
         assert check_window is not None and len(wholes) == 1
-        keep_digest(redis, state, s.config, REPO, MONTH, timezone)  # the next warm
+        keep_digest(s, redis, resolve(s, REPO, MONTH, None))  # the next warm
         forget_held()
-        assert cached_fold(redis, state, s.config, REPO, windows[-1]) == check_window
+        assert cached_fold(s, redis, MonthRequest(REPO, windows[-1])) == check_window
         assert len(wholes) == 1  # from the digest
 
 
@@ -252,7 +253,7 @@ def kept_after(app: Flask, early: list[Any]) -> int:
         s = services()
         redis = s.require_redis()
         redis.flushdb()
-        keep_digest(redis, s.state, s.config, REPO, MONTH, s.config.timezone_for(REPO))
+        keep_digest(s, redis, resolve(s, REPO, MONTH, None))
         version: int = s.state.month_version(REPO, MONTH)[0]
     return version
 
@@ -268,7 +269,7 @@ def assert_folds_as_the_database(s: Any, window: Any, evidence: bool) -> None:
     )
     numbers = {pr.status.number for pr in oracle.pull_requests}
     paths = {number: files for number, files in inputs.paths.items() if number in numbers}
-    folded = cached_fold(s.require_redis(), s.state, s.config, REPO, window, evidence=evidence)
+    folded = cached_fold(s, s.require_redis(), MonthRequest(REPO, window), evidence=evidence)
     assert folded is not None
     if evidence:
         assert folded[:2] == (oracle, paths), window.cutoff
@@ -359,7 +360,7 @@ def test_a_process_that_holds_a_window_reads_again_only_the_prs_changed_since_it
         answers_as_the_database()
         assert wholes == [window.end for window, _ in asked]
         # A rebuild (a new generation) is not answered from what was held before it.
-        keep_digest(redis, state, s.config, REPO, MONTH, timezone)
+        keep_digest(s, redis, resolve(s, REPO, MONTH, None))
         answers_as_the_database()
         assert len(wholes) == len(asked)
         state.new_generation()
@@ -482,12 +483,12 @@ def test_a_month_of_the_longest_bodies_keeps_a_digest_the_size_of_its_prs_and_th
     run_jobs(app)
     with app.app_context():
         s = services()
-        redis, timezone = s.require_redis(), s.config.timezone_for(REPO)
-        digest = keep_digest(redis, s.state, s.config, REPO, MONTH, timezone)
+        redis = s.require_redis()
+        digest = keep_digest(s, redis, resolve(s, REPO, MONTH, None))
         edited = len(range(0, count + 2, 10))
         assert len(digest.bodies) == count + 2 + edited  # each body once: not once per cutoff
         assert len(digest.pull_requests) == count + 2
-        key = digest_key(s.state, s.config, REPO, MONTH, timezone)
+        key = digest_key(s, resolve(s, REPO, MONTH, None))
         fields_of = {field.decode(): redis.hstrlen(key, field) for field in redis.hkeys(key)}
         # The month's tables: each body at most a few kilobytes, whatever its size.
         assert fields_of[PATHS] < len(digest.bodies) * 2 * KEPT_BODY
@@ -500,19 +501,19 @@ def test_a_month_of_the_longest_bodies_keeps_a_digest_the_size_of_its_prs_and_th
 
         # What the reports read from it is what the database gives, at the month's end and mid-month.
         for cutoff in ("2026-05-31", "2026-05-15"):
-            request = resolve(s.state, s.config, REPO, MONTH, cutoff)
+            request = resolve(s, REPO, MONTH, cutoff)
             for fmt, detail in (("json", "full"), ("md", "full")):
                 for rendered in redis.scan_iter(match="tracker:render:*"):
                     redis.delete(rendered)
                 forget_held()
                 clusters.forget()
-                from_digest = rendered_bytes(s.state, s.config, request, fmt, "en", cache=redis, detail=detail)
+                from_digest = rendered_bytes(s, request, Document(fmt, "en", detail), cache=redis)
                 clusters.forget()
-                from_database = rendered_bytes(s.state, s.config, request, fmt, "en", cache=None, detail=detail)
+                from_database = rendered_bytes(s, request, Document(fmt, "en", detail), cache=None)
                 assert from_digest == from_database, (cutoff, fmt)
             forget_held()
-            kept = report_for(s.state, s.config, request, prose=False, digest=digest)
-            read = report_for(s.state, s.config, request, prose=False)
+            kept = report_for(s, request, prose=False, digest=digest)
+            read = report_for(s, request, prose=False)
             sections = [section.id for section in read.sections if section.changes]
             assert sections
             for section in sections:
@@ -625,9 +626,9 @@ def test_a_month_of_the_longest_bodies_keeps_its_digest_within_issue_31s_budget_
     run_jobs(app)
     with app.app_context():
         s = services()
-        redis, timezone = s.require_redis(), s.config.timezone_for(REPO)
-        digest = keep_digest(redis, s.state, s.config, REPO, MONTH, timezone)
+        redis = s.require_redis()
+        digest = keep_digest(s, redis, resolve(s, REPO, MONTH, None))
         assert len(digest.pull_requests) == count and len(digest.bodies) > count  # the edited PRs' two
-        key = digest_key(s.state, s.config, REPO, MONTH, timezone)
+        key = digest_key(s, resolve(s, REPO, MONTH, None))
         used = redis.memory_usage(key, samples=0)
         assert used is not None and used < count * budget, (used, used / count)

@@ -49,10 +49,7 @@ def many_stories(seed: int = 7) -> list[PullRequestStory]:
 def snapshots(app: Flask) -> list[str]:
     with app.app_context():
         s = services()
-        return [
-            snapshot_json(load_snapshot(s.state, s.config, "NVIDIA/Megatron-LM", month, cutoff))
-            for month, cutoff in MONTHS
-        ]
+        return [snapshot_json(load_snapshot(s, "NVIDIA/Megatron-LM", month, cutoff)) for month, cutoff in MONTHS]
 
 
 def test_rebuild_gives_byte_identical_snapshots(app: Flask, client: FlaskClient) -> None:

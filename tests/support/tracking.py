@@ -5,22 +5,41 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from bench.fixtures import factory
 from tracker.config import TrackerConfig
 from tracker.core.classify import ChangedFile
 from tracker.core.derive import derive
 from tracker.store.heads import HeadStore
+from tracker.store.history import HistoryStore
 from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState
+from tracker.store.narrations import NarrationStore
+from tracker.store.records import RecordStore
 
 
 @dataclass
 class Tracker:
+    """The stores over one ledger and a configuration: what a report reads (tracker.reports.loading.
+    ReportServices), as tracker.services.Services has it, without Redis."""
+
     ledger: Ledger
     state: MonthState
     heads: HeadStore
     config: TrackerConfig
+
+    @cached_property
+    def history(self) -> HistoryStore:
+        return HistoryStore(self.state.engine)
+
+    @cached_property
+    def records(self) -> RecordStore:
+        return RecordStore(self.state.engine)
+
+    @cached_property
+    def narrations(self) -> NarrationStore:
+        return NarrationStore(self.state.engine)
 
     def deliver(self, deliveries: Sequence[factory.Delivery]) -> None:
         """Store each delivery, then apply what it proves, as the webhook and the worker do."""

@@ -18,8 +18,8 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
 from tests.support.app import post, run_jobs, running_app
-from tracker.reports.loading import ledger_shown
 from tracker.settings import Settings
+from tracker.store.ledger import Ledger
 from tracker.web.api import redis_shown
 from tracker.web.app import create_app
 
@@ -268,7 +268,7 @@ def test_the_embedded_redis_is_shown_by_its_socket(settings: Settings) -> None:
 def test_ledger_urls_are_shown_without_their_password() -> None:
     engine = create_engine("postgresql+psycopg://tracker:pw1@db.example:5432/tracker?password=pw2&sslmode=require")
     try:
-        shown = ledger_shown(engine)
+        shown = Ledger(engine).shown_url()
     finally:
         engine.dispose()
     assert "pw1" not in shown and "pw2" not in shown

@@ -46,7 +46,7 @@ def documents(s: Services, cutoffs: tuple[str, ...] = CUTOFFS) -> dict[tuple[str
     """Every format of May 2026 at each cutoff, rendered afresh (no cache)."""
     found = {}
     for cutoff in cutoffs:
-        report = report_for(s.state, s.config, resolve(s.state, s.config, REPO, "2026-05", cutoff))
+        report = report_for(s, resolve(s, REPO, "2026-05", cutoff))
         for fmt, lang in FORMATS:
             found[(cutoff, fmt, lang)] = render(report, fmt, lang)
     return found

@@ -63,7 +63,7 @@ def post_all(client: FlaskClient) -> int:
 def september(app: Flask) -> str:
     with app.app_context():
         s = services()
-        return snapshot_json(load_snapshot(s.state, s.config, "NVIDIA/Megatron-LM", "2026-09", "2026-09-13"))
+        return snapshot_json(load_snapshot(s, "NVIDIA/Megatron-LM", "2026-09", "2026-09-13"))
 
 
 @needs_shared

@@ -78,7 +78,7 @@ def answers_for(app: Flask) -> list[Reply]:
 
     with app.app_context():
         s = services()
-        report = report_for(s.state, s.config, resolve(s.state, s.config, REPO, MONTH, None), prose=False)
+        report = report_for(s, resolve(s, REPO, MONTH, None), prose=False)
     replies = []
     for section in report.sections:
         if not section.changes:
@@ -268,7 +268,7 @@ def first_change(app: Flask, section_id: str) -> int:
 
     with app.app_context():
         s = services()
-        report = report_for(s.state, s.config, resolve(s.state, s.config, REPO, MONTH, None), prose=False)
+        report = report_for(s, resolve(s, REPO, MONTH, None), prose=False)
     section = next(section for section in report.sections if section.id == section_id)
     return section.changes[0].numbers[0]
 

@@ -14,15 +14,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
-
 from tracker.core.payloads import check_shape, json_bytes
 from tracker.core.repository import repository_key
 from tracker.demo import SAMPLE_USER_AGENT, Bundle, SampleDelivery, changed_files
 from tracker.services import Services
 from tracker.store.heads import PULLS
 from tracker.store.ledger import PENDING, PROCESSED, Delivery
-from tracker.store.schema import deliveries, observations
 
 JSON_CONTENT_TYPE = "application/json"
 
@@ -48,16 +45,8 @@ class Loaded:
 def check_unmixed(services: Services, bundle: Bundle) -> None:
     """Refuse to add the sample's made-up lives to a ledger holding the repository's real history."""
     repo = repository_key(bundle.repository)
-    ours = [d.delivery_id for d in bundle.deliveries]
-    with services.ledger.engine.connect() as conn:
-        foreign = conn.execute(
-            select(func.count())
-            .select_from(deliveries)
-            .where(func.lower(deliveries.c.repo) == repo, deliveries.c.id.not_in(ours))
-        ).scalar_one()
-        observed = conn.execute(
-            select(func.count()).select_from(observations).where(observations.c.repo == repo)
-        ).scalar_one()
+    foreign = services.ledger.others_of(repo, [d.delivery_id for d in bundle.deliveries])
+    observed = services.history.observation_count(repo)
     if foreign == 1:
         what = "a delivery of {} that is not the sample's"
     elif foreign:

@@ -19,12 +19,10 @@ import time
 
 from redis import Redis
 
-from tracker.config import TrackerConfig
 from tracker.reports.collector import collector_paused
 from tracker.reports.fingerprint import CODE
-from tracker.reports.loading import MonthRequest, report_for
-from tracker.reports.render import FULL, render_bytes
-from tracker.store.month_state import MonthState
+from tracker.reports.loading import MonthRequest, ReportServices, report_for
+from tracker.reports.render import FULL, Document, render_bytes
 
 log = logging.getLogger(__name__)
 CACHE_SECONDS = 6 * 3600
@@ -33,32 +31,18 @@ MAX_ENTRY_BYTES = 4 * 1024 * 1024  # a 1,400-PR month's JSON is about 2 MB; at m
 INDEX = "tracker:render-index"  # sorted set: entry key -> last use (epoch seconds)
 
 
-def rendered(
-    state: MonthState,
-    config: TrackerConfig,
-    request: MonthRequest,
-    fmt: str,
-    lang: str,
-    cache: Redis | None = None,
-    detail: str = FULL,
-) -> str:
-    """The report in `fmt` and `lang`, from the cache when the month has not changed since."""
-    return rendered_bytes(state, config, request, fmt, lang, cache, detail).decode("utf-8")
+def rendered(services: ReportServices, request: MonthRequest, document: Document, cache: Redis | None = None) -> str:
+    """The report as `document`, from the cache when the month has not changed since."""
+    return rendered_bytes(services, request, document, cache).decode("utf-8")
 
 
 def rendered_bytes(
-    state: MonthState,
-    config: TrackerConfig,
-    request: MonthRequest,
-    fmt: str,
-    lang: str,
-    cache: Redis | None = None,
-    detail: str = FULL,
+    services: ReportServices, request: MonthRequest, document: Document, cache: Redis | None = None
 ) -> bytes:
     """`rendered` as the UTF-8 bytes an answer sends (a cached 2 MB JSON is sent as Redis gave it)."""
     key = None
     if cache is not None:
-        key = render_key(state, config, request, fmt, lang, detail)
+        key = render_key(services, request, document)
         try:
             hit = cache.get(key)
             if hit is not None:
@@ -69,8 +53,9 @@ def rendered_bytes(
             key = None
     with collector_paused():
         # The Markdown and the HTML show no PR's evidence: a snapshot from the month's digest leaves it out.
-        report = report_for(state, config, request, cache=cache, evidence=fmt == "json" and detail == FULL)
-        data = render_bytes(report, fmt, lang, detail)
+        evidence = document.fmt == "json" and document.detail == FULL
+        report = report_for(services, request, cache=cache, evidence=evidence)
+        data = render_bytes(report, *document)
         del report  # freed inside the pause
     if cache is not None and key is not None:
         try:
@@ -80,11 +65,10 @@ def rendered_bytes(
     return data
 
 
-def render_key(
-    state: MonthState, config: TrackerConfig, request: MonthRequest, fmt: str, lang: str, detail: str
-) -> str:
+def render_key(services: ReportServices, request: MonthRequest, document: Document) -> str:
     """The cache key of a rendered report: everything that can change its bytes."""
-    version, generation = state.month_version(request.repo, str(request.window.month))
+    version, generation = services.state.month_version(request.repo, str(request.window.month))
+    fmt, lang, detail = document
     fingerprint = hashlib.sha256(
         "|".join(
             [
@@ -98,7 +82,7 @@ def render_key(
                 lang if fmt != "json" else "",  # the JSON document is the same in every language
                 str(version),
                 generation,
-                config.model_dump_json(),
+                services.config.model_dump_json(),
             ]
         ).encode()
     ).hexdigest()

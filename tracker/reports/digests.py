@@ -23,11 +23,10 @@ import threading
 import weakref
 from collections import OrderedDict
 from datetime import timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from redis import Redis
-from sqlalchemy import Engine
 
 from tracker.config import TrackerConfig
 from tracker.core.coverage import Coverage
@@ -52,6 +51,9 @@ from tracker.store.month_digest import (
 )
 from tracker.store.month_state import MonthState
 
+if TYPE_CHECKING:  # loading reads digests
+    from tracker.reports.loading import MonthRequest, ReportServices
+
 log = logging.getLogger(__name__)
 
 DIGEST_SECONDS = 24 * 3600  # an old version's digest is deleted when the next is kept; this bounds the rest
@@ -69,9 +71,11 @@ def month_ends(month: str, timezone: str) -> tuple[int, ...]:
     return tuple(window.end for window in month_windows(month, timezone))
 
 
-def digest_key(state: MonthState, config: TrackerConfig, full_name: str, month: str, timezone: str) -> str:
-    version, generation = state.month_version(full_name, month)
-    return _digest_key(config, full_name, month, timezone, version, generation)
+def digest_key(services: ReportServices, request: MonthRequest) -> str:
+    """Where the digest of the requested month as it is now is kept."""
+    month = str(request.window.month)
+    version, generation = services.state.month_version(request.repo, month)
+    return _digest_key(services.config, request.repo, month, request.window.timezone, version, generation)
 
 
 def _digest_key(config: TrackerConfig, full_name: str, month: str, timezone: str, version: int, generation: str) -> str:
@@ -102,15 +106,15 @@ def _fingerprint(config: TrackerConfig, full_name: str, month: str, timezone: st
     ).hexdigest()
 
 
-def keep_digest(
-    cache: Redis, state: MonthState, config: TrackerConfig, full_name: str, month: str, timezone: str
-) -> MonthDigest:
-    """Read the month's digest from the database and keep it for the month's current version (the
+def keep_digest(services: ReportServices, cache: Redis, request: MonthRequest) -> MonthDigest:
+    """Read the requested month's digest from the database and keep it for the month's current version (the
     version is read first: a change while reading makes the kept digest a key nobody asks for), as a hash
     of one field per cutoff (tracker.store.month_digest.encode)."""
+    state, config, full_name = services.state, services.config, request.repo
+    month, timezone = str(request.window.month), request.window.timezone
     version, generation = state.month_version(full_name, month)
     key = _digest_key(config, full_name, month, timezone, version, generation)
-    digest = read_digest(state.engine, full_name, month, month_windows(month, timezone), config.rules_for(full_name))
+    digest = read_digest(state, full_name, month, month_windows(month, timezone), config.rules_for(full_name))
     prefix = f"tracker:digest:{full_name.lower()}:{month}:"
     stale = [old for old in cache.scan_iter(match=prefix + "*", count=100) if old.decode() != key]
     pipe = cache.pipeline(transaction=True)  # all of its fields or none
@@ -166,19 +170,16 @@ def _window_of(values: list[bytes | None], window: Window, evidence: bool) -> Wi
     )
 
 
-def kept_digest(
-    cache: Redis, state: MonthState, config: TrackerConfig, full_name: str, month: str, timezone: str
-) -> KeptDigest:
-    """The digest of the month as it is now, where a worker keeps it (it may hold nothing: each read says)."""
-    return KeptDigest(cache, digest_key(state, config, full_name, month, timezone))
+def kept_digest(services: ReportServices, cache: Redis, request: MonthRequest) -> KeptDigest:
+    """The digest of the requested month as it is now, where a worker keeps it (it may hold nothing: each
+    read says)."""
+    return KeptDigest(cache, digest_key(services, request))
 
 
 def cached_fold(
+    services: ReportServices,
     cache: Redis | None,
-    state: MonthState,
-    config: TrackerConfig,
-    full_name: str,
-    window: Window,
+    request: MonthRequest,
     coverage: Coverage | None = None,
     *,
     evidence: bool = True,
@@ -195,6 +196,7 @@ def cached_fold(
     since the last warm (most of a busy month a minute after it)."""
     if cache is None:
         return None
+    state, config, full_name, window = services.state, services.config, request.repo, request.window
     month, timezone = str(window.month), window.timezone
     try:
         version, generation = state.month_version(full_name, month)
@@ -210,7 +212,7 @@ def cached_fold(
         if digest is None:
             found = _patched_window(cache, state, config, full_name, window, version, generation, evidence)
             if found is None:  # no digest, or most of the month changed since: the window read whole
-                read = read_window(state.engine, full_name, month, window, config.rules_for(full_name))
+                read = read_window(state, full_name, month, window, config.rules_for(full_name))
                 found = (read[0], window_of_digest(read[1], evidence)) if read is not None else None
             if found is not None:
                 _hold(state, key, *found)
@@ -221,10 +223,10 @@ def cached_fold(
         return None
 
 
-# The windows this process holds (`cached_fold`), by engine (a test's ledger is not another's): the last
+# The windows this process holds (`cached_fold`), by ledger (a test's ledger is not another's): the last
 # HELD_WINDOWS asked for, each with the month's version it is as of.
 HELD_WINDOWS = 8
-_held: weakref.WeakKeyDictionary[Engine, OrderedDict[tuple[Any, ...], tuple[int, WindowDigest]]] = (
+_held: weakref.WeakKeyDictionary[MonthState, OrderedDict[tuple[Any, ...], tuple[int, WindowDigest]]] = (
     weakref.WeakKeyDictionary()
 )
 _held_lock = threading.Lock()
@@ -248,7 +250,7 @@ def _held_key(
 def _hold(state: MonthState, key: tuple[Any, ...], version: int, digest: WindowDigest) -> None:
     """Hold `digest` as the window at `version`, unless a newer one is held already."""
     with _held_lock:
-        windows = _held.setdefault(state.engine, OrderedDict())
+        windows = _held.setdefault(state, OrderedDict())
         found = windows.get(key)
         if found is not None and found[0] > version:
             return
@@ -264,14 +266,14 @@ def _brought_up_to_date(
     """The window this process holds, patched with the PRs changed since the version it is as of (and held
     as the newer one); None when it holds none, or the changes since are not all known."""
     with _held_lock:
-        windows = _held.get(state.engine)
+        windows = _held.get(state)
         found = windows.get(key) if windows is not None else None
     if found is None:
         return None
     since, digest = found
     if since >= version:  # the month as of this request's version, or a later one (held by another request)
         return digest
-    changed = read_changed(state.engine, full_name, str(window.month), window, config.rules_for(full_name), since)
+    changed = read_changed(state, full_name, str(window.month), window, config.rules_for(full_name), since)
     if changed is None:
         return None
     read, numbers, partial = changed
@@ -308,7 +310,7 @@ def _patched_window(
     named = orjson.loads(base)
     if named["version"] >= version or named["through"] > version:
         return None  # not older than the month, or read (in part) after this request's version
-    changed = read_changed(state.engine, full_name, month, window, config.rules_for(full_name), named["version"])
+    changed = read_changed(state, full_name, month, window, config.rules_for(full_name), named["version"])
     if changed is None:
         return None
     values = cutoff_fields(cache, named["key"], window, evidence)

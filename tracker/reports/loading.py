@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
+from typing import Protocol
 
 from redis import Redis
-from sqlalchemy import Engine
 
 from tracker.config import TrackerConfig
 from tracker.core import memo
@@ -23,8 +23,11 @@ from tracker.reports.groupings import SharedGroupings
 from tracker.reports.prose import with_prose
 from tracker.reports.render import json_bytes
 from tracker.store.history import HistoryStore
+from tracker.store.ledger import Ledger
 from tracker.store.month_digest import MonthDigest
 from tracker.store.month_state import MonthInputs, MonthState
+from tracker.store.narrations import NarrationStore
+from tracker.store.records import RecordStore
 
 # An unknown repository's message names at most this many of the known ones.
 _NAMED = 20
@@ -71,42 +74,52 @@ def unknown_repository_message(repo: str, known: Sequence[str], ledger: str | No
     return f"no deliveries have been received for {repo}{where}; known repositories: {names}"
 
 
-def ledger_shown(engine: Engine) -> str:
-    """The ledger's URL as people may see it: any password (in the user part or a `password` query
-    parameter) hidden."""
-    url = engine.url
-    if "password" in url.query:
-        url = url.update_query_dict({"password": "***"})
-    return url.render_as_string(hide_password=True).replace("password=%2A%2A%2A", "password=***")
+class ReportServices(Protocol):
+    """What a report reads: the stores and the configuration (tracker.services.Services has them all)."""
+
+    @property
+    def config(self) -> TrackerConfig: ...
+
+    @property
+    def ledger(self) -> Ledger: ...
+
+    @property
+    def state(self) -> MonthState: ...
+
+    @property
+    def history(self) -> HistoryStore: ...
+
+    @property
+    def records(self) -> RecordStore: ...
+
+    @property
+    def narrations(self) -> NarrationStore: ...
 
 
 @dataclass(frozen=True)
 class MonthRequest:
+    """A month of a repository at a cutoff: what every report of it is asked for."""
+
     repo: str  # as the repository spells itself
     window: Window
 
 
 def resolve(
-    state: MonthState,
-    config: TrackerConfig,
-    repo: str,
-    month: str,
-    cutoff: str | None,
-    today: date | None = None,
+    services: ReportServices, repo: str, month: str, cutoff: str | None, today: date | None = None
 ) -> MonthRequest:
     """`repo` (any case) for `month` (`YYYY-MM` or `current`) at `cutoff` (`YYYY-MM-DD` or None).
     Raises UnknownRepository (naming the known repositories and the ledger), or window.WindowError
     for a bad month or cutoff."""
+    state = services.state
     stored = state.repository_name(repo)
     if stored is None:
-        raise UnknownRepository.in_ledger(repo, state.repository_names(), ledger_shown(state.engine))
-    tz = config.timezone_for(stored)
+        raise UnknownRepository.in_ledger(repo, state.repository_names(), services.ledger.shown_url())
+    tz = services.config.timezone_for(stored)
     return MonthRequest(stored, resolve_window(month, cutoff, tz, today if today is not None else today_in(tz)))
 
 
 def report_for(
-    state: MonthState,
-    config: TrackerConfig,
+    services: ReportServices,
     request: MonthRequest,
     *,
     prose: bool = True,
@@ -123,37 +136,33 @@ def report_for(
     each cutoff of a month from Redis).
     `evidence=False`: for a document that does not show each PR's evidence (the Markdown and the HTML), the
     snapshot from a digest leaves it empty rather than parse it."""
-    window = request.window
-    coverage = window_coverage_of(HistoryStore(state.engine), request.repo, window)
+    window, config = request.window, services.config
+    coverage = window_coverage_of(services.history, request.repo, window)
     folded = (
         digest.fold_at(request.repo, window, coverage, evidence=evidence)
         if digest is not None
-        else cached_fold(cache, state, config, request.repo, window, coverage, evidence=evidence)
+        else cached_fold(services, cache, request, coverage, evidence=evidence)
     )
     if folded is not None:
         snapshot, paths, known = folded
     else:
-        inputs = state.month_inputs(request.repo, str(window.month), window.end)
-        snapshot, paths, known = _snapshot(state, config, request, inputs, coverage), inputs.paths, memo.NOTHING
+        inputs = services.state.month_inputs(request.repo, str(window.month), window.end)
+        snapshot, paths, known = _snapshot(services, request, inputs, coverage), inputs.paths, memo.NOTHING
     report = build_report(snapshot, paths, config.themes_for(request.repo), group=SharedGroupings(cache), known=known)
-    return with_prose(report, state.engine, config) if prose else report
+    return with_prose(report, services.narrations, config) if prose else report
 
 
-def snapshot_for(state: MonthState, config: TrackerConfig, request: MonthRequest) -> MonthSnapshot:
+def snapshot_for(services: ReportServices, request: MonthRequest) -> MonthSnapshot:
     """The snapshot read from the month's tables (no digest): what a month's record and its readiness
     count. A big month's read makes a few hundred thousand objects, so the cyclic collector is held back
     meanwhile, as for a report (`collector.collector_paused`)."""
     window = request.window
     with collector_paused():
-        return _snapshot(state, config, request, state.month_inputs(request.repo, str(window.month), window.end))
+        return _snapshot(services, request, services.state.month_inputs(request.repo, str(window.month), window.end))
 
 
 def _snapshot(
-    state: MonthState,
-    config: TrackerConfig,
-    request: MonthRequest,
-    inputs: MonthInputs,
-    coverage: Coverage | None = None,
+    services: ReportServices, request: MonthRequest, inputs: MonthInputs, coverage: Coverage | None = None
 ) -> MonthSnapshot:
     return build_snapshot(
         request.repo,
@@ -161,24 +170,17 @@ def _snapshot(
         inputs.timelines,
         inputs.versions,
         inputs.verdicts,
-        config.rules_for(request.repo),
+        services.config.rules_for(request.repo),
         inputs.unavailable,
-        coverage
-        if coverage is not None
-        else window_coverage_of(HistoryStore(state.engine), request.repo, request.window),
+        coverage if coverage is not None else window_coverage_of(services.history, request.repo, request.window),
     )
 
 
 def load_snapshot(
-    state: MonthState,
-    config: TrackerConfig,
-    repo: str,
-    month: str,
-    cutoff: str | None,
-    today: date | None = None,
+    services: ReportServices, repo: str, month: str, cutoff: str | None, today: date | None = None
 ) -> MonthSnapshot:
     """The snapshot of `repo` for `month` at `cutoff` (see `resolve`)."""
-    return snapshot_for(state, config, resolve(state, config, repo, month, cutoff, today))
+    return snapshot_for(services, resolve(services, repo, month, cutoff, today))
 
 
 def snapshot_json(snapshot: MonthSnapshot) -> str:

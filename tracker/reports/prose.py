@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sqlalchemy import Engine
-
 from tracker.config import TrackerConfig
 from tracker.core import narration
 from tracker.core.report import Report
@@ -29,13 +27,12 @@ def wanted_sections(report: Report) -> list[tuple[str, str]]:
     ]
 
 
-def with_prose(report: Report, engine: Engine, config: TrackerConfig) -> Report:
+def with_prose(report: Report, store: NarrationStore, config: TrackerConfig) -> Report:
     """`report` with the stored prose of its sections, when its repository uses the narrator."""
     repo = report.snapshot.repo
     model = config.narrator_model
     if model is None or config.narrator_for(repo) != "llm":
         return report
-    store = NarrationStore(engine)
     month = str(report.snapshot.window.month)
     pairs = {}
     fallbacks: list[dict[str, str]] = []

@@ -21,9 +21,9 @@ from tracker.core.derive import derive
 from tracker.core.payloads import IncompleteBody, MalformedBody
 from tracker.core.repository import repository_key
 from tracker.core.window import Month, WindowError, iso_utc, local_midnight, month_window
-from tracker.reports.loading import MonthRequest, UnknownRepository, report_for, snapshot_for
+from tracker.reports.loading import MonthRequest, ReportServices, UnknownRepository, report_for, snapshot_for
 from tracker.reports.render import render
-from tracker.store.ledger import Ledger, now_ms
+from tracker.store.ledger import now_ms
 from tracker.store.month_state import MonthState
 from tracker.store.records import DOCUMENTS, MonthRecord, Position, RecordStore, content_hash
 
@@ -67,12 +67,12 @@ def stored_name(state: MonthState, full_name: str) -> str:
 
 
 def final_request(
-    state: MonthState, config: TrackerConfig, full_name: str, month: str, *, force: bool, now: datetime | None = None
+    services: ReportServices, full_name: str, month: str, *, force: bool, now: datetime | None = None
 ) -> MonthRequest:
     """The window a finalisation renders: the whole month once it has ended; before, only when
     forced, up to today. Raises UnknownRepository, WindowError or MonthNotEnded."""
-    stored = stored_name(state, full_name)
-    timezone = config.timezone_for(stored)
+    stored = stored_name(services.state, full_name)
+    timezone = services.config.timezone_for(stored)
     parsed = Month.parse(month)
     moment = now or datetime.now(UTC)
     today = moment.astimezone(ZoneInfo(timezone)).date()
@@ -85,16 +85,13 @@ def final_request(
     return MonthRequest(stored, month_window(parsed, cutoff, timezone, ended=cutoff < today))
 
 
-def readiness(state: MonthState, ledger: Ledger, config: TrackerConfig, request: MonthRequest) -> Readiness:
-    snapshot = snapshot_for(state, config, request)  # the numbers only: no groups, no themes
-    return Readiness(ledger.pending_for(request.repo), snapshot.pending_classification)
+def readiness(services: ReportServices, request: MonthRequest) -> Readiness:
+    snapshot = snapshot_for(services, request)  # the numbers only: no groups, no themes
+    return Readiness(services.ledger.pending_for(request.repo), snapshot.pending_classification)
 
 
 def finalize(
-    state: MonthState,
-    ledger: Ledger,
-    records: RecordStore,
-    config: TrackerConfig,
+    services: ReportServices,
     full_name: str,
     month: str,
     *,
@@ -104,7 +101,8 @@ def finalize(
 ) -> tuple[MonthRecord, bool]:
     """The month's record, and whether this call created it. Raises UnknownRepository, WindowError
     or MonthNotEnded (see `final_request`)."""
-    request = final_request(state, config, full_name, month, force=force, now=now)
+    state, ledger, records, config = services.state, services.ledger, services.records, services.config
+    request = final_request(services, full_name, month, force=force, now=now)
     month_text = str(request.window.month)
     if not force:
         existing = records.latest(request.repo, month_text)
@@ -112,7 +110,7 @@ def finalize(
             return existing, False
     version, generation = state.month_version(request.repo, month_text)
     counts = ledger.counts()
-    report = report_for(state, config, request)
+    report = report_for(services, request)
     documents = {(fmt, lang): render(report, fmt, lang or "en") for fmt, lang in DOCUMENTS}
     left = Readiness(ledger.pending_for(request.repo), report.snapshot.pending_classification)
     pending: dict[str, Any] = left.as_dict()
@@ -169,22 +167,15 @@ def late_deliveries(records: RecordStore, record: MonthRecord, timezone: str) ->
     return {"count": count, "pull_requests": sorted(numbers)}
 
 
-def due_months(
-    state: MonthState,
-    records: RecordStore,
-    config: TrackerConfig,
-    *,
-    grace_seconds: float,
-    now: datetime | None = None,
-) -> list[tuple[str, str]]:
+def due_months(services: ReportServices, *, grace_seconds: float, now: datetime | None = None) -> list[tuple[str, str]]:
     """(repository, month) of every month with activity that ended more than `grace_seconds` ago in
     its repository's time zone and has no record yet, oldest first."""
     moment = (now or datetime.now(UTC)).timestamp()
-    recorded = records.recorded_months()
+    recorded = services.records.recorded_months()
     due = []
-    for full_name in state.repository_names():
-        timezone = config.timezone_for(full_name)
-        for month in state.month_versions(full_name):
+    for full_name in services.state.repository_names():
+        timezone = services.config.timezone_for(full_name)
+        for month in services.state.month_versions(full_name):
             if (repository_key(full_name), month) in recorded:
                 continue
             if month_end(month, timezone) + grace_seconds <= moment:

@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache, lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 import orjson
@@ -32,6 +32,17 @@ FORMATS = ("md", "html", "json")
 # The JSON's forms (`?detail=`): every PR with its evidence, or the counts and themes alone (dashboards).
 FULL, SUMMARY = "full", "summary"
 DETAILS = (FULL, SUMMARY)
+
+
+class Document(NamedTuple):
+    """A document a reader asks of a month's report: its format (json, md, html), language and detail (the
+    JSON's full document or its summary)."""
+
+    fmt: str
+    lang: str = "en"
+    detail: str = FULL
+
+
 _LANGUAGE_ALIASES = {"en": "en", "en-us": "en", "zh": "zh-CN", "zh-cn": "zh-CN", "zh-hans": "zh-CN"}
 # Characters that can start Markdown or HTML structure inside a line; newlines are removed first.
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|!~&])")

@@ -30,18 +30,15 @@ from typing import Protocol
 
 from redis import Redis
 
-from tracker.config import TrackerConfig
 from tracker.core.repository import repository_key
 from tracker.core.window import WindowError, resolve_window
 from tracker.reports.cache import keep, render_key
 from tracker.reports.collector import collector_paused
 from tracker.reports.digests import KeptDigest, digest_key, keep_digest, kept_digest
-from tracker.reports.loading import MonthRequest, UnknownRepository, report_for, resolve
+from tracker.reports.loading import MonthRequest, ReportServices, UnknownRepository, report_for, resolve
 from tracker.reports.records import served_record
-from tracker.reports.render import FULL, SUMMARY, render_bytes
+from tracker.reports.render import FULL, SUMMARY, Document, render_bytes
 from tracker.store.month_digest import MonthDigest
-from tracker.store.month_state import MonthState
-from tracker.store.records import RecordStore
 
 log = logging.getLogger(__name__)
 
@@ -49,23 +46,17 @@ EARLIER_EVERY = 900  # seconds: at most one pass over a month's earlier cutoffs 
 
 # (format, language, detail) of every document a month-to-date request can ask for.
 DOCUMENTS = (
-    ("json", "en", FULL),
-    ("json", "en", SUMMARY),
-    ("md", "en", FULL),
-    ("md", "zh-CN", FULL),
-    ("html", "en", FULL),
-    ("html", "zh-CN", FULL),
+    Document("json", "en", FULL),
+    Document("json", "en", SUMMARY),
+    Document("md", "en"),
+    Document("md", "zh-CN"),
+    Document("html", "en"),
+    Document("html", "zh-CN"),
 )
 
 
-class WarmServices(Protocol):
-    """What warming reads (tracker.services.Services has it)."""
-
-    @property
-    def state(self) -> MonthState: ...
-
-    @property
-    def config(self) -> TrackerConfig: ...
+class WarmServices(ReportServices, Protocol):
+    """What warming reads and where it keeps what it computed (tracker.services.Services has it)."""
 
     @property
     def redis(self) -> Redis | None: ...
@@ -87,24 +78,22 @@ def warm_month(services: WarmServices, full_name: str, month: str, *, rested: bo
     cache = services.redis
     if cache is None:
         return None
-    state, config = services.state, services.config
     try:
-        request = resolve(state, config, full_name, month, None)
+        request = resolve(services, full_name, month, None)
     except (UnknownRepository, WindowError) as exc:
         log.info("nothing to warm for %s of %s: %s", month, full_name, exc)
         return None
-    if served_record(RecordStore(state.engine), request) is not None:
+    if served_record(services.records, request) is not None:
         return None
     window = request.window
     with collector_paused():
         digest = None
-        if not cache.exists(digest_key(state, config, request.repo, str(window.month), window.timezone)):
-            # every cutoff reads it
-            digest = keep_digest(cache, state, config, request.repo, str(window.month), window.timezone)
-        keys = {document: render_key(state, config, request, *document) for document in DOCUMENTS}
+        if not cache.exists(digest_key(services, request)):
+            digest = keep_digest(services, cache, request)  # every cutoff reads it
+        keys = {document: render_key(services, request, document) for document in DOCUMENTS}
         missing = [document for document, key in keys.items() if not cache.exists(key)]
         if missing:
-            report = report_for(state, config, request, cache=cache)  # reads or keeps each section's grouping
+            report = report_for(services, request, cache=cache)  # reads or keeps each section's grouping
             for document in missing:
                 keep(cache, keys[document], render_bytes(report, *document))
         earlier = 0
@@ -125,10 +114,10 @@ def _group_earlier_cutoffs(
 ) -> int:
     """Keep the grouping of each cutoff before the month-to-date one (a grouping kept already, by content,
     costs a Redis read); the number of cutoffs passed over."""
-    state, config, window = services.state, services.config, request.window
+    window = request.window
     month = str(window.month)
     if digest is None:
-        digest = kept_digest(cache, state, config, request.repo, month, window.timezone)
+        digest = kept_digest(services, cache, request)
         if not cache.exists(digest.key):  # the month changed since its digest was kept: the next warm passes
             cache.delete(earlier_key(request.repo, month))
             return 0
@@ -136,7 +125,7 @@ def _group_earlier_cutoffs(
     day = window.month.first_day
     while day < window.cutoff:
         earlier = MonthRequest(request.repo, resolve_window(month, day.isoformat(), window.timezone, window.cutoff))
-        report_for(state, config, earlier, prose=False, cache=cache, digest=digest, evidence=False)
+        report_for(services, earlier, prose=False, cache=cache, digest=digest, evidence=False)
         day += timedelta(days=1)
         days += 1
     return days

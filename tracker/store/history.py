@@ -109,9 +109,13 @@ class HistoryStore:
             yield rows
             last = rows[-1][0]
 
-    def observation_count(self) -> int:
+    def observation_count(self, repo: str | None = None) -> int:
+        """How many observations of GitHub's history are kept: of `repo` (its repository key), or of all."""
+        query = select(func.count()).select_from(observations)
+        if repo is not None:
+            query = query.where(observations.c.repo == repo)
         with self.engine.connect().execution_options(read_only=True) as conn:
-            return int(conn.execute(select(func.count()).select_from(observations)).scalar_one())
+            return int(conn.execute(query).scalar_one())
 
     # --- runs and their checkpoints -----------------------------------------------------------
 

@@ -219,6 +219,25 @@ class Ledger:
             found = {row.id: row.status for row in rows}
         return {i: PENDING for i in ids if i in waiting} | found
 
+    def shown_url(self) -> str:
+        """The ledger's URL as people may see it: any password (in the user part or a `password` query
+        parameter) hidden."""
+        url = self.engine.url
+        if "password" in url.query:
+            url = url.update_query_dict({"password": "***"})
+        return url.render_as_string(hide_password=True).replace("password=%2A%2A%2A", "password=***")
+
+    def others_of(self, repo: str, ids: Sequence[str]) -> int:
+        """How many deliveries of `repo` (its repository key) the ledger holds besides `ids`."""
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            return int(
+                conn.execute(
+                    select(func.count())
+                    .select_from(deliveries)
+                    .where(func.lower(deliveries.c.repo) == repo, deliveries.c.id.not_in(ids))
+                ).scalar_one()
+            )
+
     def ping(self) -> None:
         """A read of the ledger's database: raises when it does not answer."""
         with self.engine.connect().execution_options(read_only=True) as conn:

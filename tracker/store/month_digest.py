@@ -55,7 +55,7 @@ from tracker.core.window import Window
 from tracker.store.changes import changes_since, month_version
 from tracker.store.database import listed
 from tracker.store.heads import verdict_from_row
-from tracker.store.month_state import best_facts, head_details, version_candidates, version_from_row
+from tracker.store.month_state import MonthState, best_facts, head_details, version_candidates, version_from_row
 from tracker.store.schema import month_activity, pr_facts, pr_versions
 
 FORMAT = 8  # of `encode`; part of the cache key
@@ -240,17 +240,17 @@ def _folded(
     return assemble_snapshot(repo, window, pull_requests, coverage), changed
 
 
-def read_digest(engine: Engine, full_name: str, month: str, windows: Sequence[Window], rules: Rules) -> MonthDigest:
+def read_digest(state: MonthState, full_name: str, month: str, windows: Sequence[Window], rules: Rules) -> MonthDigest:
     """The month's snapshot at each of `windows` (the month's, by ascending end), in one read, each PR
     classified by `rules`."""
-    with engine.connect().execution_options(read_only=True) as conn:
+    with state.engine.connect().execution_options(read_only=True) as conn:
         repo = repository_key(full_name)
         rows = _read(conn, repo, [window.end for window in windows], _active(conn, repo, month))
     return _digest(windows, rules, rows)
 
 
 def read_changed(
-    engine: Engine, full_name: str, month: str, window: Window, rules: Rules, since: int
+    state: MonthState, full_name: str, month: str, window: Window, rules: Rules, since: int
 ) -> tuple[int, set[int], MonthDigest] | None:
     """The month's version, the PRs its versions after `since` changed, and the digest at `window`
     alone of those (of them, the ones active in the month), read in one go; None when those changes are
@@ -258,7 +258,7 @@ def read_changed(
     or when the month changed again while they were read. (A digest of one window folds each PR once; at
     every cutoff it would fold it three or four times.)"""
     repo = repository_key(full_name)
-    with _consistent_read(engine) as conn:
+    with _consistent_read(state.engine) as conn:
         version, changed = changes_since(conn, repo, month, since)
         if changed is None:
             return None
@@ -284,12 +284,12 @@ def _consistent_read(engine: Engine) -> Connection:
 
 
 def read_window(
-    engine: Engine, full_name: str, month: str, window: Window, rules: Rules
+    state: MonthState, full_name: str, month: str, window: Window, rules: Rules
 ) -> tuple[int, MonthDigest] | None:
     """The month's version and its digest at `window` alone (every PR active in the month), read in one go
     (`_consistent_read`); None when the month changed while it was read all the same."""
     repo = repository_key(full_name)
-    with _consistent_read(engine) as conn:
+    with _consistent_read(state.engine) as conn:
         version = month_version(conn, repo, month)
         rows = _read(conn, repo, [window.end], _active(conn, repo, month))
         if month_version(conn, repo, month) != version:

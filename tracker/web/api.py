@@ -27,13 +27,14 @@ from tracker.github.quota import Quota
 from tracker.queue import enqueue_deliveries, queue_counts, redis_failure, waiting_on_github
 from tracker.reports.cache import rendered_bytes
 from tracker.reports.coverage import coverage_summary
-from tracker.reports.loading import UnknownRepository, ledger_shown, resolve
+from tracker.reports.loading import UnknownRepository, resolve
 from tracker.reports.records import served_record
 from tracker.reports.render import (
     DETAILS,
     FORMATS,
     FULL,
     SUMMARY,
+    Document,
     UnknownLanguage,
     json_bytes,
     language,
@@ -53,7 +54,8 @@ from tracker.web.access import (
     may_be_private,
     unknown_or_private,
 )
-from tracker.web.context import asked_repository, clipped, services
+from tracker.web.context import asked_repository, clipped
+from tracker.web.context import services as current_services
 from tracker.web.records import admin_refusal
 
 blueprint = Blueprint("api", __name__)
@@ -95,7 +97,7 @@ def _argument(name: str) -> str | None:
 
 def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
     started = time.perf_counter()  # tracker_report_render_seconds
-    app = services()
+    services = current_services()
     name = asked_repository(owner, repo)
     detail = _argument("detail") or FULL
     if detail not in DETAILS or (fmt != "json" and detail != FULL):
@@ -105,9 +107,13 @@ def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
         # Access first: for a private repository, whether it exists and which months are valid is
         # itself something only the admin or a link's holder may learn.
         grant = authorize(
-            app.settings, app.config, name, request.headers.get("Authorization"), request.args.get(TOKEN_PARAMETER)
+            services.settings,
+            services.config,
+            name,
+            request.headers.get("Authorization"),
+            request.args.get(TOKEN_PARAMETER),
         )
-        wanted = resolve(app.state, app.config, name, clipped(month), _argument("cutoff"))
+        wanted = resolve(services, name, clipped(month), _argument("cutoff"))
         grant.require(wanted.repo, wanted.window)
     except AccessDenied as exc:
         return _error(fmt, exc.status, exc.message, exc.headers) if fmt == "html" else exc.answer()
@@ -117,13 +123,13 @@ def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
         return _not_found(fmt, name, exc)
     except WindowError as exc:
         # A bad month or cutoff of a public repository: its month to date is the way on.
-        public = app.config.is_public(name)
+        public = services.config.is_public(name)
         links = [name] if public else []
         return _error(fmt, 400, str(exc), grant.headers, repositories=links, heading="The month to date:")
     headers = dict(grant.headers)
     # A finalised month asked for at its last day (the default cutoff of an ended month) is its
     # record, byte for byte, whatever arrived later; `?live=1` shows what the ledger says now.
-    record = None if request.args.get("live") == "1" else served_record(app.records, wanted)
+    record = None if request.args.get("live") == "1" else served_record(services.records, wanted)
     body: str | bytes
     if record is not None:
         body = record.document(fmt, lang)
@@ -131,7 +137,7 @@ def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
             body = json_bytes(summary_document(json.loads(body)))
         headers["X-Tracker-Record"] = f"revision={record.revision}; content-hash={record.content_hash}"
     else:
-        body = rendered_bytes(app.state, app.config, wanted, fmt, lang, cache=app.redis, detail=detail)
+        body = rendered_bytes(services, wanted, Document(fmt, lang, detail), cache=services.redis)
     if grant.token is not None and fmt == "html":
         # After the cache, which keeps one copy for every reader: the token is this reader's own.
         body = carry_token(body.decode("utf-8") if isinstance(body, bytes) else body, grant.token)
@@ -145,7 +151,7 @@ def _not_found(fmt: str, name: str, unknown: UnknownRepository | None) -> Any:
     headers included, whether the name is unknown or private (`unknown` None), and the public
     repositories. Never where the ledger is (`str(unknown)`, for the terminal, says that)."""
     known, _ = _listed_repositories()
-    admin = admin_request(services().settings, request.headers.get("Authorization"))
+    admin = admin_request(current_services().settings, request.headers.get("Authorization"))
     return _error(
         fmt,
         404,
@@ -203,17 +209,17 @@ def _split(name: str) -> dict[str, str]:
 def _listed_repositories() -> tuple[list[str], dict[str, str]]:
     """The repositories this request may see, and the headers its answer needs: private ones are
     left out unless the request carries the admin token (a link opens one month, not the list)."""
-    app = services()
-    names = app.state.repository_names()
-    if admin_request(app.settings, request.headers.get("Authorization")):
-        private = any(not app.config.is_public(name) for name in names)
+    services = current_services()
+    names = services.state.repository_names()
+    if admin_request(services.settings, request.headers.get("Authorization")):
+        private = any(not services.config.is_public(name) for name in names)
         return names, dict(NO_STORE) if private else {}
-    return [name for name in names if app.config.is_public(name)], {}
+    return [name for name in names if services.config.is_public(name)], {}
 
 
 @blueprint.get("/api/v1/repos")
 def repository_list() -> Any:
-    state = services().state
+    state = current_services().state
     names, headers = _listed_repositories()
     return {"repositories": [{"repo": name, "months": state.month_versions(name)} for name in names]}, 200, headers
 
@@ -222,56 +228,59 @@ def repository_list() -> Any:
 def status() -> Any:
     """The service's state. Anyone sees the public part; the admin also sees private repositories
     and what names or concerns them, and where the data is."""
-    app = services()
+    services = current_services()
     names, headers = _listed_repositories()  # private repositories only for the admin
-    admin = admin_request(app.settings, request.headers.get("Authorization"))
+    admin = admin_request(services.settings, request.headers.get("Authorization"))
     body: dict[str, Any] = {
-        "deliveries": app.ledger.counts().as_dict(),
-        "hooks": recent_hooks(app.ledger.hooks()),
+        "deliveries": services.ledger.counts().as_dict(),
+        "hooks": recent_hooks(services.ledger.hooks()),
         "repositories": names,
     }
     # Where the data is, for the admin only: paths are not secrets, but they show the machine's
     # layout, and behind a reverse proxy on the same machine every request comes from loopback.
     if admin:
         body["storage"] = {
-            "data_dir": str(app.settings.data_dir.resolve()),
-            "ledger": ledger_shown(app.ledger.engine),
-            "redis": redis_shown(app.settings),
+            "data_dir": str(services.settings.data_dir.resolve()),
+            "ledger": services.ledger.shown_url(),
+            "redis": redis_shown(services.settings),
         }
         headers = {**headers, **NO_STORE}
     try:
-        body["queue"] = queue_counts(app.delivery_queue)
+        body["queue"] = queue_counts(services.delivery_queue)
         body["github"] = {
-            **Quota(app.require_redis()).summary(),
-            "waiting_jobs": waiting_on_github(app.github_queue),
-            "heads_without_files": len(app.heads.missing()),
+            **Quota(services.require_redis()).summary(),
+            "waiting_jobs": waiting_on_github(services.github_queue),
+            "heads_without_files": len(services.heads.missing()),
         }
     except Exception as exc:
         body["queue"] = {"error": f"Redis is unreachable ({type(exc).__name__})"}
-    if not admin and "github" in body and may_be_private(app.config):
+    if not admin and "github" in body and may_be_private(services.config):
         # GitHub's last error names the repository it was about, and says nothing of which: while any
         # repository may be private, it is the admin's (null to others, as when there is none).
         body["github"]["last_error"] = None
     if body["deliveries"][FAILED]:
-        failures = app.ledger.failures()
+        failures = services.ledger.failures()
         # Each failure names its repository and quotes its error: a private one's are the admin's.
-        body["failed_deliveries"] = [f for f in failures if admin or (f["repo"] and app.config.is_public(f["repo"]))]
+        body["failed_deliveries"] = [
+            f for f in failures if admin or (f["repo"] and services.config.is_public(f["repo"]))
+        ]
     shown = {name.lower() for name in names}
     body["history"] = {
         # A backfill queued before the repository's first delivery is shown too (unless private).
         "runs": [
             run.as_dict()
-            for run in app.history.runs()
-            if run.full_name.lower() in shown or (app.config.is_public(run.full_name) and run.full_name not in names)
+            for run in services.history.runs()
+            if run.full_name.lower() in shown
+            or (services.config.is_public(run.full_name) and run.full_name not in names)
         ],
-        "coverage": {name: coverage_summary(app.history, name, int(time.time()))["complete"] for name in names},
+        "coverage": {name: coverage_summary(services.history, name, int(time.time()))["complete"] for name in names},
     }
-    publications = [p for p in app.records.publications(10) if p["repo"] in shown]  # newest first
+    publications = [p for p in services.records.publications(10) if p["repo"] in shown]  # newest first
     # Where a month was published (a directory of this machine, or an issue in a repository that may
     # be private) and what went wrong there: the admin's.
     body["publications"] = publications if admin else [_public_part(p) for p in publications]
-    if app.config.narrator_model is not None:
-        body["narrator"] = narrator_usage(app.narrations, app.settings, app.config, names)
+    if services.config.narrator_model is not None:
+        body["narrator"] = narrator_usage(services.narrations, services.settings, services.config, names)
     return body, 200, headers
 
 
@@ -338,20 +347,20 @@ def retry_failed() -> Any:
     refusal = admin_refusal()  # as every admin endpoint: 503 off, 401 without the token, 403 a wrong one
     if refusal is not None:
         return refusal
-    app = services()
+    services = current_services()
     # Redis first, and the ledger only after the jobs are queued: while Redis is down nothing
     # changes (the deliveries stay failed, for another try), and a Redis that fails half-way
     # leaves them failed too (a job queued before the failure may still process its delivery).
-    queue = app.delivery_queue
+    queue = services.delivery_queue
     failure = redis_failure(queue.connection)
     if failure is None:
-        ids = app.ledger.ids_with_status(FAILED)
+        ids = services.ledger.ids_with_status(FAILED)
         try:
             enqueue_deliveries(queue, ids)
         except RedisError as exc:
             failure = exc
         else:
-            app.ledger.reset_failed(ids)
+            services.ledger.reset_failed(ids)
             return {"requeued": len(ids)}
     log.warning("retry-failed refused: Redis is unreachable (%s: %s)", type(failure).__name__, failure)
     message = f"Redis is unreachable ({type(failure).__name__}): nothing was changed; try again once /healthz is 200"
@@ -360,15 +369,15 @@ def retry_failed() -> Any:
 
 @blueprint.get("/healthz")
 def healthz() -> Any:
-    app = services()
+    services = current_services()
     checks: dict[str, str] = {}
     try:
-        app.ledger.ping()
+        services.ledger.ping()
         checks["ledger"] = "ok"
     except Exception as exc:
         checks["ledger"] = f"unreachable ({type(exc).__name__})"
     # Within a second whatever Redis does (a probe of its own, no retries): a hung Redis is a 503.
-    failure = redis_failure(app.redis) if app.redis is not None else SettingsError("no Redis")
+    failure = redis_failure(services.redis) if services.redis is not None else SettingsError("no Redis")
     checks["redis"] = "ok" if failure is None else f"unreachable ({type(failure).__name__})"
     healthy = all(value == "ok" for value in checks.values())
     return {"status": "ok" if healthy else "unavailable", **checks}, 200 if healthy else 503
@@ -378,7 +387,7 @@ def healthz() -> Any:
 def index() -> Any:
     """Every repository this visitor may see, its month to date and each month (newest first), with
     links to the HTML reports and their Markdown and JSON; without any, how to begin."""
-    state = services().state
+    state = current_services().state
     names, headers = _listed_repositories()
     repos = [{**_split(name), "months": sorted(state.month_versions(name), reverse=True)} for name in names]
     return render_template("index.html", repositories=repos), 200, headers

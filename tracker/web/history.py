@@ -14,7 +14,8 @@ from tracker.queue import enqueue_history, redis_failure
 from tracker.reports.coverage import coverage_summary
 from tracker.store.history import QUEUED, SAMPLE_REFUSAL
 from tracker.web.access import admin_request
-from tracker.web.context import clipped, services
+from tracker.web.context import clipped
+from tracker.web.context import services as current_services
 from tracker.web.records import admin_refusal
 
 blueprint = Blueprint("history", __name__)
@@ -27,7 +28,7 @@ def queue_backfill(owner: str, repo: str) -> Any:
     refusal = admin_refusal()
     if refusal is not None:
         return refusal
-    app = services()
+    services = current_services()
     given = request.get_json(silent=True) if request.is_json else None
     fields = given if isinstance(given, dict) else {}
     month = _clipped(request.args.get("month", fields.get("month")))
@@ -42,16 +43,16 @@ def queue_backfill(owner: str, repo: str) -> Any:
             raise WindowError("month and since are strings: YYYY-MM and YYYY-MM-DD")
         if files not in ("daily", "end"):
             raise WindowError("files is daily (every day's head, the default) or end (the range's last head)")
-        start, end = history_range(month, since, app.config.timezone_for(full_name), int(time.time()))
+        start, end = history_range(month, since, services.config.timezone_for(full_name), int(time.time()))
     except WindowError as exc:
         return {"error": str(exc)}, 400
-    if app.history.is_sample(full_name):
+    if services.history.is_sample(full_name):
         return {"error": SAMPLE_REFUSAL.format(full_name)}, 409
-    failure = redis_failure(app.github_queue.connection)
+    failure = redis_failure(services.github_queue.connection)
     if failure is not None:
         return {"error": f"Redis is unreachable ({type(failure).__name__}): try again once /healthz is 200"}, 503
-    app.history.open_run(BACKFILL, full_name, start, end, state=QUEUED)
-    job = enqueue_history(app.github_queue, BACKFILL, full_name, start, end, files=files)
+    services.history.open_run(BACKFILL, full_name, start, end, state=QUEUED)
+    job = enqueue_history(services.github_queue, BACKFILL, full_name, start, end, files=files)
     location = url_for("history.repository_history", owner=owner, repo=repo)
     body = {"status": "queued" if job else "already queued", "job": job, "location": location}
     return body, 202, {"Location": location}
@@ -61,19 +62,21 @@ def queue_backfill(owner: str, repo: str) -> Any:
 def repository_history(owner: str, repo: str) -> Any:
     """The repository's backfill and reconciliation runs (newest first) and the intervals whose
     history is complete."""
-    app = services()
+    services = current_services()
     try:
         full_name = check_full_name(f"{owner}/{repo}")
     except ValueError as exc:
         return {"error": f"the repository {exc}"}, 400
-    if not app.config.is_public(full_name) and not admin_request(app.settings, request.headers.get("Authorization")):
+    if not services.config.is_public(full_name) and not admin_request(
+        services.settings, request.headers.get("Authorization")
+    ):
         # To anyone but the admin, a private repository is a name nothing is known of (the answer
         # such a name gets), so that whether it exists is not told either.
         return {"repo": full_name, "runs": [], "coverage": {"intervals": [], "complete": []}}
     return {
         "repo": full_name,
-        "runs": [run.as_dict() for run in app.history.runs(full_name)],
-        "coverage": coverage_summary(app.history, full_name, int(time.time())),
+        "runs": [run.as_dict() for run in services.history.runs(full_name)],
+        "coverage": coverage_summary(services.history, full_name, int(time.time())),
     }
 
 

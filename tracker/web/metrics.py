@@ -23,7 +23,8 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from tracker import metrics
 from tracker.github.quota import Quota
 from tracker.web.access import NO_STORE, bearer_token
-from tracker.web.context import DELIVERY_ID, services
+from tracker.web.context import DELIVERY_ID
+from tracker.web.context import services as current_services
 
 blueprint = Blueprint("metrics", __name__)
 
@@ -39,8 +40,8 @@ _REASON_BY_STATUS = {
 
 @blueprint.get("/metrics")
 def scrape() -> Any:
-    app = services()
-    token = app.settings.metrics_token
+    services = current_services()
+    token = services.settings.metrics_token
     if token is not None:
         given = bearer_token(request.headers.get("Authorization")) or ""
         if not hmac.compare_digest(given.encode(), token.get_secret_value().encode()):
@@ -51,16 +52,16 @@ def scrape() -> Any:
             )
 
     def repositories() -> list[str]:
-        names = app.state.repository_names()
+        names = services.state.repository_names()
         # Open to anyone: the public repositories alone (see the module's docstring).
-        return names if token is not None else [name for name in names if app.config.is_public(name)]
+        return names if token is not None else [name for name in names if services.config.is_public(name)]
 
     sources = metrics.ScrapeSources(
-        redis=app.redis,
-        queues={q.name: q.key for q in (app.delivery_queue, app.github_queue, app.records_queue)}
-        if app.redis is not None
+        redis=services.redis,
+        queues={q.name: q.key for q in (services.delivery_queue, services.github_queue, services.records_queue)}
+        if services.redis is not None
         else {},
-        quota=lambda: _quota(app.require_redis()),
+        quota=lambda: _quota(services.require_redis()),
         repositories=repositories,
     )
     return Response(metrics.exposition(sources), content_type=metrics.CONTENT_TYPE, headers=NO_STORE)

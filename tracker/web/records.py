@@ -12,7 +12,8 @@ from tracker.queue import enqueue_finalize, redis_failure
 from tracker.reports.loading import UnknownRepository
 from tracker.reports.records import MonthNotEnded, final_request, late_deliveries, stored_name
 from tracker.web.access import admin_request, bearer_token, is_admin, unknown_or_private
-from tracker.web.context import asked_repository, clipped, services
+from tracker.web.context import asked_repository, clipped
+from tracker.web.context import services as current_services
 
 blueprint = Blueprint("records", __name__)
 
@@ -20,7 +21,7 @@ blueprint = Blueprint("records", __name__)
 def admin_refusal() -> tuple[dict[str, str], int] | None:
     """None for a request with the admin token; else the answer: 503 when no token is configured,
     401 without one, 403 with a wrong one (compared in constant time)."""
-    settings = services().settings
+    settings = current_services().settings
     if settings.admin_token is None:
         return {"error": "admin endpoints are off: set TRACKER_ADMIN_TOKEN to use them"}, 503
     given = bearer_token(request.headers.get("Authorization"))
@@ -38,10 +39,10 @@ def finalize(owner: str, repo: str, month: str) -> Any:
     refusal = admin_refusal()
     if refusal is not None:
         return refusal
-    app = services()
+    services = current_services()
     force = request.args.get("force", "").lower() in ("1", "true", "yes")
     try:
-        wanted = final_request(app.state, app.config, asked_repository(owner, repo), clipped(month), force=force)
+        wanted = final_request(services, asked_repository(owner, repo), clipped(month), force=force)
     except UnknownRepository as exc:
         return {"error": str(exc)}, 404
     except MonthNotEnded as exc:
@@ -51,24 +52,24 @@ def finalize(owner: str, repo: str, month: str) -> Any:
     month_text = str(wanted.window.month)
     location = url_for("records.records", owner=owner, repo=repo, month=month_text)
     if not force:
-        existing = app.records.latest(wanted.repo, month_text)
+        existing = services.records.latest(wanted.repo, month_text)
         if existing is not None:
             return (
                 {"status": "recorded", "record": existing.summary(), "location": location},
                 200,
                 {"Location": location},
             )
-    queue = app.records_queue
+    queue = services.records_queue
     failure = redis_failure(queue.connection)
     if failure is not None:
         return {"error": f"Redis is unreachable ({type(failure).__name__}): try again once /healthz is 200"}, 503
-    deadline = time.time() + app.settings.finalize_wait
+    deadline = time.time() + services.settings.finalize_wait
     job = enqueue_finalize(queue, wanted.repo, month_text, force=force, trigger="api", deadline=deadline)
     body = {
         "status": "finalizing",
         "location": location,
         "job": job,
-        "waits_at_most_seconds": app.settings.finalize_wait,
+        "waits_at_most_seconds": services.settings.finalize_wait,
     }
     return body, 202, {"Location": location}
 
@@ -77,23 +78,23 @@ def finalize(owner: str, repo: str, month: str) -> Any:
 def records(owner: str, repo: str, month: str) -> Any:
     """Every record of the month (newest last), without their documents, and the deliveries that
     arrived after the latest one."""
-    app = services()
+    services = current_services()
     asked = asked_repository(owner, repo)
     # A private repository's records are the admin's: to anyone else it is answered as a name the
     # ledger does not know, asked before the name is looked up, so that whether it exists is not told.
-    admin = admin_request(app.settings, request.headers.get("Authorization"))
-    if not admin and not app.config.is_public(asked):
+    admin = admin_request(services.settings, request.headers.get("Authorization"))
+    if not admin and not services.config.is_public(asked):
         return {"error": unknown_or_private(asked)}, 404
     try:
-        full_name = stored_name(app.state, asked)
+        full_name = stored_name(services.state, asked)
     except UnknownRepository as exc:
         return {"error": str(exc) if admin else unknown_or_private(asked)}, 404
     try:
         month_text = str(Month.parse(clipped(month)))
     except WindowError as exc:
         return {"error": str(exc)}, 400
-    kept = app.records.all(full_name, month_text)
+    kept = services.records.all(full_name, month_text)
     body: dict[str, Any] = {"repo": full_name, "month": month_text, "records": [r.summary() for r in kept]}
     if kept:
-        body["late_deliveries"] = late_deliveries(app.records, kept[-1], app.config.timezone_for(full_name))
+        body["late_deliveries"] = late_deliveries(services.records, kept[-1], services.config.timezone_for(full_name))
     return body

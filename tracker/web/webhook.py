@@ -26,7 +26,8 @@ from tracker.core.payloads import (
 )
 from tracker.store.ledger import Delivery, now_ms
 from tracker.web import signature
-from tracker.web.context import DELIVERY_ID, MAX_BODY_BYTES, REPOSITORY_ENVIRON, clipped, services
+from tracker.web.context import DELIVERY_ID, MAX_BODY_BYTES, REPOSITORY_ENVIRON, clipped
+from tracker.web.context import services as current_services
 from tracker.web.metrics import counted_deliveries
 
 blueprint = Blueprint("webhook", __name__)
@@ -52,7 +53,7 @@ _TARGET_TYPE = re.compile(r"[a-z_]{1,40}")
 @blueprint.post("/webhook")
 @counted_deliveries  # received, then accepted or rejected by reason (tracker.metrics)
 def receive() -> Answer:
-    app = services()
+    services = current_services()
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
         return _error(413, "the body is larger than GitHub's 25 MB payload cap")
     # A chunked body has no Content-Length: read one byte past the cap, never the whole thing.
@@ -61,7 +62,7 @@ def receive() -> Answer:
     body = request.stream.read(MAX_BODY_BYTES + 1)
     if len(body) > MAX_BODY_BYTES:
         return _error(413, "the body is larger than GitHub's 25 MB payload cap")
-    if not signature.is_valid(app.webhook_secret, body, request.headers.get("X-Hub-Signature-256")):
+    if not signature.is_valid(services.webhook_secret, body, request.headers.get("X-Hub-Signature-256")):
         return _error(401, "missing or wrong X-Hub-Signature-256: check the webhook secret")
 
     event = request.headers.get("X-GitHub-Event", "").strip()
@@ -100,10 +101,10 @@ def receive() -> Answer:
         received_at=now_ms(),
     )
     # The signature covers the body only: the same body under a new delivery id is a replay.
-    if not app.ledger.receive(delivery, digest=hashlib.sha256(document).hexdigest()):
+    if not services.ledger.receive(delivery, digest=hashlib.sha256(document).hexdigest()):
         return {"status": "duplicate", "delivery": delivery_id}, 200
     try:
-        app.drain_asker.ask()  # in a web process, from its own thread (tracker.queue.DrainAsker)
+        services.drain_asker.ask()  # in a web process, from its own thread (tracker.queue.DrainAsker)
     except Exception as exc:  # stored is accepted: the sweep asks for a drain once Redis is back
         log.warning(
             "could not queue delivery %s (%s: %s); the sweep will",
@@ -126,7 +127,7 @@ def _ping(body: bytes, content_type: str) -> Answer:
     # count again for the hook it was sent by (one row, not one per header the replayer makes up).
     hook_id = str(ping.hook_id)
     target = request.headers.get("X-GitHub-Hook-Installation-Target-Type")
-    services().ledger.record_ping(
+    current_services().ledger.record_ping(
         hook_id,
         ping.hook.type,
         ping.hook.events,
