@@ -43,9 +43,10 @@ from tracker.github.retry import held_back, rate_limited
 from tracker.llm.client import ChatClient
 from tracker.llm.narrator import narrate
 from tracker.queue import enqueue_narrate
-from tracker.reports.loading import MonthRequest, report_for, resolve
+from tracker.reports.loading import report_for, resolve
 from tracker.reports.prose import wanted_sections
 from tracker.reports.records import finalize
+from tracker.reports.request import MonthRequest
 from tracker.services import Services
 from tracker.store.narrations import Spent, StoredNarration, refused_again
 from tracker.store.records import RecordTaken

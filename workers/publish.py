@@ -24,8 +24,9 @@ from tracker.github.client import GitHubError, RateLimited, Unavailable
 from tracker.github.issues import link_destination, publish_issue
 from tracker.github.retry import held_back, next_run
 from tracker.queue import enqueue_publish
-from tracker.reports.loading import MonthRequest, report_for
+from tracker.reports.loading import report_for
 from tracker.reports.render import render
+from tracker.reports.request import MonthRequest
 from tracker.services import Services
 from workers.runtime import current
 

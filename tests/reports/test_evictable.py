@@ -21,7 +21,6 @@ from tests.reports.test_warm import REPO, deliver, this_month  # noqa: E402
 from tracker.reports.cache import rendered_bytes  # noqa: E402
 from tracker.reports.digests import digest_key, forget_held  # noqa: E402
 from tracker.reports.loading import resolve  # noqa: E402
-from tracker.reports.render import Document  # noqa: E402
 from tracker.reports.warm import DOCUMENTS, warm_month  # noqa: E402
 from tracker.services import Services  # noqa: E402
 from tracker.web.context import services  # noqa: E402

@@ -21,8 +21,9 @@ from tracker.core import clusters
 from tracker.core.noise import MAINTENANCE_THEME
 from tracker.core.report import Report
 from tracker.reports import groupings
-from tracker.reports.loading import MonthRequest, report_for, resolve
+from tracker.reports.loading import report_for, resolve
 from tracker.reports.render import render
+from tracker.reports.request import MonthRequest
 from tracker.store.database import connect
 from tracker.store.heads import HeadStore
 from tracker.store.ledger import Ledger

@@ -18,7 +18,7 @@ from tests.support.clock import at
 from tests.support.tracking import Tracker
 from tracker.config import RepositoryConfig, TrackerConfig
 from tracker.core.window import Month, WindowError, month_window
-from tracker.reports.loading import MonthRequest, UnknownRepository, report_for
+from tracker.reports.loading import UnknownRepository, report_for
 from tracker.reports.records import (
     MonthNotEnded,
     due_months,
@@ -28,6 +28,7 @@ from tracker.reports.records import (
     served_record,
 )
 from tracker.reports.render import render
+from tracker.reports.request import MonthRequest
 from tracker.store.database import connect
 from tracker.store.heads import HeadStore
 from tracker.store.ledger import Ledger

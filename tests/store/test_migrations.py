@@ -43,8 +43,9 @@ from tests.support.app import SECRET, BurstWorker, running_app, signed_headers
 from tracker.config import load_config
 from tracker.core.classify import ChangedFile
 from tracker.core.history import derive_history
-from tracker.reports.loading import ReportServices, report_for, resolve
+from tracker.reports.loading import report_for, resolve
 from tracker.reports.render import render
+from tracker.reports.request import ReportServices
 from tracker.services import Services
 from tracker.settings import load_settings
 from tracker.store import migrations

@@ -30,8 +30,9 @@ from tracker.core.themes import is_auxiliary  # noqa: E402
 from tracker.core.titles import clean_title  # noqa: E402
 from tracker.reports import digests  # noqa: E402
 from tracker.reports.digests import month_windows  # noqa: E402
-from tracker.reports.loading import MonthRequest, resolve, snapshot_json  # noqa: E402
+from tracker.reports.loading import resolve, snapshot_json  # noqa: E402
 from tracker.reports.render import Document  # noqa: E402
+from tracker.reports.request import MonthRequest  # noqa: E402
 from tracker.store.heads import UNAVAILABLE  # noqa: E402
 from tracker.store.month_digest import (  # noqa: E402
     AUXILIARY,

@@ -21,8 +21,9 @@ from redis import Redis
 
 from tracker.reports.collector import collector_paused
 from tracker.reports.fingerprint import CODE
-from tracker.reports.loading import MonthRequest, ReportServices, report_for
+from tracker.reports.loading import report_for
 from tracker.reports.render import FULL, Document, render_bytes
+from tracker.reports.request import MonthRequest, ReportServices
 
 log = logging.getLogger(__name__)
 CACHE_SECONDS = 6 * 3600

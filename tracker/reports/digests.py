@@ -23,7 +23,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import orjson
 from redis import Redis
@@ -32,6 +32,7 @@ from tracker.config import TrackerConfig
 from tracker.core.coverage import Coverage
 from tracker.core.window import Month, Window, month_window
 from tracker.reports.fingerprint import CODE
+from tracker.reports.request import MonthRequest, ReportServices
 from tracker.store.month_digest import (
     AUXILIARY,
     EVIDENCE,
@@ -50,9 +51,6 @@ from tracker.store.month_digest import (
     window_of_digest,
 )
 from tracker.store.month_state import MonthState
-
-if TYPE_CHECKING:  # loading reads digests
-    from tracker.reports.loading import MonthRequest, ReportServices
 
 log = logging.getLogger(__name__)
 

@@ -4,30 +4,24 @@ pass, and hand plain data to the pure core (snapshot, report model)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import date
-from typing import Protocol
 
 from redis import Redis
 
-from tracker.config import TrackerConfig
 from tracker.core import memo
 from tracker.core.coverage import Coverage
 from tracker.core.report import Report, build_report
 from tracker.core.snapshot import MonthSnapshot, build_snapshot
-from tracker.core.window import Window, resolve_window, today_in
+from tracker.core.window import resolve_window, today_in
 from tracker.reports.collector import collector_paused
 from tracker.reports.coverage import window_coverage_of
 from tracker.reports.digests import KeptDigest, cached_fold
 from tracker.reports.groupings import SharedGroupings
 from tracker.reports.prose import with_prose
 from tracker.reports.render import json_bytes
-from tracker.store.history import HistoryStore
-from tracker.store.ledger import Ledger
+from tracker.reports.request import MonthRequest, ReportServices
 from tracker.store.month_digest import MonthDigest
-from tracker.store.month_state import MonthInputs, MonthState
-from tracker.store.narrations import NarrationStore
-from tracker.store.records import RecordStore
+from tracker.store.month_state import MonthInputs
 
 # An unknown repository's message names at most this many of the known ones.
 _NAMED = 20
@@ -72,36 +66,6 @@ def unknown_repository_message(repo: str, known: Sequence[str], ledger: str | No
         return f"no deliveries have been received for {repo}, nor for any repository yet"
     names = ", ".join(known[:_NAMED]) + (f" and {len(known) - _NAMED} more" if len(known) > _NAMED else "")
     return f"no deliveries have been received for {repo}{where}; known repositories: {names}"
-
-
-class ReportServices(Protocol):
-    """What a report reads: the stores and the configuration (tracker.services.Services has them all)."""
-
-    @property
-    def config(self) -> TrackerConfig: ...
-
-    @property
-    def ledger(self) -> Ledger: ...
-
-    @property
-    def state(self) -> MonthState: ...
-
-    @property
-    def history(self) -> HistoryStore: ...
-
-    @property
-    def records(self) -> RecordStore: ...
-
-    @property
-    def narrations(self) -> NarrationStore: ...
-
-
-@dataclass(frozen=True)
-class MonthRequest:
-    """A month of a repository at a cutoff: what every report of it is asked for."""
-
-    repo: str  # as the repository spells itself
-    window: Window
 
 
 def resolve(

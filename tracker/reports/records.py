@@ -21,8 +21,9 @@ from tracker.core.derive import derive
 from tracker.core.payloads import IncompleteBody, MalformedBody
 from tracker.core.repository import repository_key
 from tracker.core.window import Month, WindowError, iso_utc, local_midnight, month_window
-from tracker.reports.loading import MonthRequest, ReportServices, UnknownRepository, report_for, snapshot_for
+from tracker.reports.loading import UnknownRepository, report_for, snapshot_for
 from tracker.reports.render import render
+from tracker.reports.request import MonthRequest, ReportServices
 from tracker.store.ledger import now_ms
 from tracker.store.month_state import MonthState
 from tracker.store.records import DOCUMENTS, MonthRecord, Position, RecordStore, content_hash

@@ -35,9 +35,10 @@ from tracker.core.window import WindowError, resolve_window
 from tracker.reports.cache import keep, render_key
 from tracker.reports.collector import collector_paused
 from tracker.reports.digests import KeptDigest, digest_key, keep_digest, kept_digest
-from tracker.reports.loading import MonthRequest, ReportServices, UnknownRepository, report_for, resolve
+from tracker.reports.loading import UnknownRepository, report_for, resolve
 from tracker.reports.records import served_record
 from tracker.reports.render import FULL, SUMMARY, Document, render_bytes
+from tracker.reports.request import MonthRequest, ReportServices
 from tracker.store.month_digest import MonthDigest
 
 log = logging.getLogger(__name__)
