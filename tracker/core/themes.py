@@ -160,18 +160,28 @@ def sorted_files(paths: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ..
     report asks this of some ten thousand paths in a process that has judged none of them, so the common case
     is answered in a few calls: paths that need no cleaning (what GitHub sends) are taken as they are, and the
     judgements the report was given (tracker.core.memo) are read at once."""
-    if all(paths) and max(map(len, paths), default=0) <= MAX_PATH and not _UNCLEAN.search("\n".join(paths)):
+    if _clean(paths):
         files = tuple(dict.fromkeys(paths))
     else:
         files = tuple(dict.fromkeys(p for p in map(_cleaned_path, paths) if p))
+    given = memo.given("is_auxiliary")
     try:
-        return files, tuple(filterfalse(memo.given("is_auxiliary").__getitem__, files))
+        return files, tuple(filterfalse(given.__getitem__, files))
     except KeyError:  # a path it was not given a judgement of
-        return files, tuple(p for p in files if not is_auxiliary(p))
+        return files, tuple(p for p in files if not (given[p] if p in given else is_auxiliary(p)))
 
 
-# A path `_cleaned_path` would change (or an empty one), among paths joined by line breaks.
-_UNCLEAN = re.compile(r"^(?:\./|/|\s)|\s$", re.MULTILINE)
+def _clean(paths: tuple[str, ...]) -> bool:
+    """Whether `_cleaned_path` gives every one of `paths` back as it is (none empty, too long, with space
+    around it, or starting with `./` or `/`), asked of all of them at once."""
+    joined = "\n" + "\n".join(paths)
+    return (
+        all(paths)
+        and max(map(len, paths), default=0) <= MAX_PATH
+        and tuple(map(str.strip, paths)) == paths
+        and "\n/" not in joined
+        and "\n./" not in joined
+    )
 
 
 def considered_files_of(groups: Sequence[Sequence[str]]) -> tuple[str, ...]:
