@@ -351,10 +351,14 @@ def test_a_process_that_holds_a_window_reads_again_only_the_prs_changed_since_it
             if rounds == 3:
                 redis.flushdb()  # the digest and every grouping gone: the held windows still answer
         assert rounds >= 5 and previous > kept_at + 5
-        # Nothing changed since: nothing is read again.
+        # Nothing changed since: nothing is read again, not even the digest in Redis.
         reads.clear()
+        fields: list[str] = []
+        reading_fields = digests.cutoff_fields
+        monkeypatch.setattr(digests, "cutoff_fields", lambda *args: fields.append(args[1]) or reading_fields(*args))
         answers_as_the_database()
-        assert reads == []
+        assert reads == [] and fields == []
+        monkeypatch.setattr(digests, "cutoff_fields", reading_fields)
         # A process that holds nothing, with no digest in Redis, reads each window whole.
         wholes = whole_reads(monkeypatch)
         forget_held()

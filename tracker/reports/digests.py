@@ -199,14 +199,16 @@ def cached_fold(
     try:
         version, generation = state.month_version(full_name, month)
         key = _held_key(config, full_name, window, generation, evidence)
-        values = cutoff_fields(
-            cache, _digest_key(config, full_name, month, timezone, version, generation), window, evidence
-        )
-        digest = _window_of(values, window, evidence)
-        if digest is not None:
-            _hold(state, key, version, digest)
-        else:
-            digest = _brought_up_to_date(state, config, full_name, window, key, version)
+        digest = _held_as_of(state, key, version)  # this process answered the window as it is: nothing to read
+        if digest is None:
+            values = cutoff_fields(
+                cache, _digest_key(config, full_name, month, timezone, version, generation), window, evidence
+            )
+            digest = _window_of(values, window, evidence)
+            if digest is not None:
+                _hold(state, key, version, digest)
+            else:
+                digest = _brought_up_to_date(state, config, full_name, window, key, version)
         if digest is None:
             found = _patched_window(cache, state, config, full_name, window, version, generation, evidence)
             if found is None:  # no digest, or most of the month changed since: the window read whole
@@ -256,6 +258,17 @@ def _hold(state: MonthState, key: tuple[Any, ...], version: int, digest: WindowD
         windows.move_to_end(key)
         while len(windows) > HELD_WINDOWS:
             windows.popitem(last=False)
+
+
+def _held_as_of(state: MonthState, key: tuple[Any, ...], version: int) -> WindowDigest | None:
+    """The window this process holds when it is as of `version` or later, else None."""
+    with _held_lock:
+        windows = _held.get(state)
+        found = windows.get(key) if windows is not None else None
+        if found is None or found[0] < version:
+            return None
+        windows.move_to_end(key)  # type: ignore[union-attr]
+        return found[1]
 
 
 def _brought_up_to_date(
