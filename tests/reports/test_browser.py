@@ -135,7 +135,7 @@ def test_the_html_report_in_headless_chromium(served_report: str, lang: str) -> 
                 folded.locator("summary").click()
                 assert folded.locator("a.cite").first.is_visible()
             # The table of contents names every theme and leads to it.
-            toc = page.locator("nav.toc ol ol a")
+            toc = page.locator("nav.toc ol ol li > a")  # each theme's name (its count links its drill-down)
             assert toc.count() == themes.count()
             last = toc.nth(1)  # one with enough page below it to be scrolled to the top
             target = last.get_attribute("href")
@@ -169,6 +169,47 @@ def test_the_html_report_in_headless_chromium(served_report: str, lang: str) -> 
             browser.close()
     assert problems == []
     assert all(r.startswith(served_report) for r in requests), [r for r in requests if not r.startswith(served_report)]
+
+
+STAT_CARDS = ("opened", "merged", "closed_unmerged", "active_at_cutoff")
+SCREENS = {"desktop": {"width": 1200, "height": 900}, "phone": {"width": 390, "height": 844}}
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_the_stat_cards_lead_to_their_drill_down_pages(served_report: str, screen: str, lang: str) -> None:
+    """Issue 34: each stat card, an exclusion count and a theme's count open the page of the PRs they count,
+    as many as the number said, with the language and the cutoff kept; its own link leads back."""
+    size = SCREENS[screen]
+    report = f"{served_report}/reports/{REPO}/2026-05.html?lang={lang}&cutoff=2026-05-15"  # as its links write it
+    with chromium_page(served_report) as (page, problems):
+        page.set_viewport_size(size)
+        page.goto(report)
+        for stat in STAT_CARDS:
+            card = page.locator(f"a.stat#stat-{stat}")
+            number = int(card.locator("b").inner_text())
+            with page.expect_navigation():
+                card.click()
+            assert f"/reports/{REPO}/2026-05/prs.html?stat={stat}&lang={lang}&cutoff=2026-05-15" in page.url
+            assert int(page.locator("#count b").inner_text()) == number
+            assert page.locator("li.pr").count() == number
+            assert page.locator("html").get_attribute("lang") == lang
+            # No sideways scrolling of the page, on a phone too.
+            assert page.evaluate("document.documentElement.scrollWidth") <= size["width"]
+            if stat == "merged":
+                page.screenshot(path=str(OUTPUT / f"drilldown-merged-{lang}-{screen}.png"), full_page=True)
+            with page.expect_navigation():
+                page.click("#report-link")
+            assert page.url == report
+        # An exclusion count and a theme's count (the table of contents') open theirs.
+        for link, item in (("p.excluded a#stat-test_only", "li.pr"), ("nav.toc ol ol a.drill", "li.change")):
+            number = int(page.locator(link).first.inner_text())
+            with page.expect_navigation():
+                page.locator(link).first.click()
+            assert "/2026-05/prs.html?" in page.url and f"lang={lang}" in page.url and "cutoff=2026-05-15" in page.url
+            assert int(page.locator("#count b").inner_text()) == number == page.locator(item).count()
+            page.go_back()
+    assert problems == []
 
 
 UNKNOWN = "/reports/someone/else/current.html"

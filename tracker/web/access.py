@@ -293,13 +293,14 @@ def bearer_token(authorization: str | None) -> str | None:
 # The HTML report links its other forms relatively (`2026-09.html?lang=…`, `.md?…`, `.json?…`) and
 # has a GET form for the cutoff. Jinja2 autoescapes every value in the page (`"` and `<` included),
 # so these patterns can only match the template's own markup, never text from a pull request.
-_OWN_LINK = re.compile(r'(\shref=")(\d{4}-\d{2}\.(?:html|md|json))\?')
+_OWN_LINK = re.compile(r'(\shref=")(\d{4}-\d{2}(?:\.(?:html|md|json)|/prs\.html))\?')
 _GET_FORM = re.compile(r'<form\s[^>]*\bmethod="get"[^>]*>', re.IGNORECASE)
 
 
 def carry_token(html: str, token: str) -> str:
     """The HTML report with the link's token in its own links and forms, so the language switch,
-    the cutoff picker and the Markdown and JSON links keep working for the link's holder."""
+    the cutoff picker, the Markdown and JSON links and the drill-down pages of its numbers keep working for
+    the link's holder."""
     in_query = escape(quote(token, safe=""))
     html = _OWN_LINK.sub(lambda m: f"{m.group(1)}{m.group(2)}?{TOKEN_PARAMETER}={in_query}&amp;", html)
     field = f'<input type="hidden" name="{TOKEN_PARAMETER}" value="{escape(token)}">'

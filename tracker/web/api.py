@@ -85,7 +85,7 @@ def report(owner: str, repo: str, name: str) -> Any:
     try:
         lang = language(_argument("lang"))
     except UnknownLanguage as exc:
-        return _error(fmt, 400, str(exc))
+        return error_answer(fmt, 400, str(exc))
     return _report(owner, repo, month, fmt, lang)
 
 
@@ -102,7 +102,9 @@ def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
     detail = _argument("detail") or FULL
     if detail not in DETAILS or (fmt != "json" and detail != FULL):
         forms = " or ".join(f"detail={d}" for d in DETAILS)
-        return _error(fmt, 400, f"detail={detail!r} is not offered: the JSON has {forms}; Markdown and HTML one form")
+        return error_answer(
+            fmt, 400, f"detail={detail!r} is not offered: the JSON has {forms}; Markdown and HTML one form"
+        )
     try:
         # Access first: for a private repository, whether it exists and which months are valid is
         # itself something only the admin or a link's holder may learn.
@@ -116,16 +118,16 @@ def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
         wanted = resolve(services, name, clipped(month), _argument("cutoff"))
         grant.require(wanted.repo, wanted.window)
     except AccessDenied as exc:
-        return _error(fmt, exc.status, exc.message, exc.headers) if fmt == "html" else exc.answer()
+        return error_answer(fmt, exc.status, exc.message, exc.headers) if fmt == "html" else exc.answer()
     except NotShown:
-        return _not_found(fmt, name, None)
+        return not_found_answer(fmt, name, None)
     except UnknownRepository as exc:
-        return _not_found(fmt, name, exc)
+        return not_found_answer(fmt, name, exc)
     except WindowError as exc:
         # A bad month or cutoff of a public repository: its month to date is the way on.
         public = services.config.is_public(name)
         links = [name] if public else []
-        return _error(fmt, 400, str(exc), grant.headers, repositories=links, heading="The month to date:")
+        return error_answer(fmt, 400, str(exc), grant.headers, repositories=links, heading="The month to date:")
     headers = dict(grant.headers)
     # A finalised month asked for at its last day (the default cutoff of an ended month) is its
     # record, byte for byte, whatever arrived later; `?live=1` shows what the ledger says now.
@@ -145,14 +147,14 @@ def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
     return Response(body, content_type=_MEDIA_TYPES[fmt], headers=headers)
 
 
-def _not_found(fmt: str, name: str, unknown: UnknownRepository | None) -> Any:
+def not_found_answer(fmt: str, name: str, unknown: UnknownRepository | None) -> Any:
     """404 for a repository with no reports this reader may see. Only what this reader may see: the
     admin is told the ledger has no such name and every repository; anyone else the same answer,
     headers included, whether the name is unknown or private (`unknown` None), and the public
     repositories. Never where the ledger is (`str(unknown)`, for the terminal, says that)."""
     known, _ = _listed_repositories()
     admin = admin_request(current_services().settings, request.headers.get("Authorization"))
-    return _error(
+    return error_answer(
         fmt,
         404,
         unknown.describe(known) if unknown is not None and admin else unknown_or_private(name),
@@ -163,7 +165,7 @@ def _not_found(fmt: str, name: str, unknown: UnknownRepository | None) -> Any:
     )
 
 
-def _error(
+def error_answer(
     fmt: str,
     status: int,
     message: str,
