@@ -24,8 +24,10 @@ from tests.support.clock import utc
 from tests.support.tracking import Tracker
 from tracker.config import RepositoryConfig, TrackerConfig
 from tracker.core.report import Report
+from tracker.core.snapshot import build_snapshot
 from tracker.core.window import WindowError
 from tracker.reports.cache import rendered
+from tracker.reports.coverage import window_coverage_of
 from tracker.reports.loading import (
     MonthRequest,
     UnknownRepository,
@@ -279,6 +281,28 @@ def test_snapshot_for_is_load_snapshot_of_the_resolved_request(filled: Tracker) 
     assert by_request == by_name
     assert snapshot_json(by_request) == snapshot_json(by_name)
     assert json.loads(snapshot_json(by_request))["repo"] == "NVIDIA/Megatron-LM"
+
+
+@pytest.mark.parametrize("cutoff", ["2026-09-05", "2026-09-13", None])
+def test_the_numbers_read_without_bodies_and_paths_are_those_of_the_whole_read(
+    filled: Tracker, cutoff: str | None
+) -> None:
+    """`snapshot_for` reads no body and no changed path (the numbers need neither): its snapshot is the one
+    the report's whole read folds, but for the bodies it left empty."""
+    body = "## What does this PR do?\n\nAdds a paged KV cache, as #2 began."
+    opened = factory.pr_payload("opened", 9, created_at=shanghai(9, 3), repo=REPO, body=body, head_sha="9" * 40)
+    filled.deliver([factory.delivery("pull_request", opened, "described-9")])
+    filled.give_files({9: ["megatron/core/inference/kv_cache.py"]})
+    request = resolve(filled, REPO, "2026-09", cutoff, today=TODAY)
+    whole = filled.state.month_inputs(REPO, "2026-09", request.window.end)
+    assert any(version.body for version in whole.versions.values()) and whole.paths
+    folded = build_snapshot(
+        REPO, request.window, whole.timelines, whole.versions, whole.verdicts, filled.config.rules_for(REPO),
+        whole.unavailable, window_coverage_of(filled.history, REPO, request.window),
+    )  # fmt: skip
+    numbers = snapshot_for(filled, request)
+    assert snapshot_json(numbers) == snapshot_json(folded)
+    assert [pr.version.body if pr.version else "" for pr in numbers.pull_requests] == [""] * len(numbers.pull_requests)
 
 
 @needs_shared

@@ -122,7 +122,8 @@ def snapshot_for(services: ReportServices, request: MonthRequest) -> MonthSnapsh
     meanwhile, as for a report (`collector.collector_paused`)."""
     window = request.window
     with collector_paused():
-        return _snapshot(services, request, services.state.month_inputs(request.repo, str(window.month), window.end))
+        inputs = services.state.month_inputs(request.repo, str(window.month), window.end, bodies=False, paths=False)
+        return _snapshot(services, request, inputs)
 
 
 def _snapshot(

@@ -182,9 +182,13 @@ class MonthState:
             ).all()
         return {row.month: row.version for row in rows}
 
-    def month_inputs(self, full_name: str, month: str, end: int) -> MonthInputs:
+    def month_inputs(
+        self, full_name: str, month: str, end: int, *, bodies: bool = True, paths: bool = True
+    ) -> MonthInputs:
         """Only what the report uses: the month's PRs (from the activity index), their facts before the end,
-        their version at the window end, and the verdict and changed paths of the head each had then."""
+        their version at the window end, and the verdict and changed paths of the head each had then.
+        `bodies=False`: each version's body left empty, `paths=False`: no changed paths (the numbers need
+        neither, and a busy month's bodies and paths are most of what is read)."""
         repo = repository_key(full_name)
         with self.engine.connect().execution_options(read_only=True) as conn:
             numbers = list(
@@ -202,27 +206,27 @@ class MonthState:
                 )
             ).all()
             versions = {}
-            for number, rows in version_candidates(conn, repo, numbers, end).items():
+            for number, rows in version_candidates(conn, repo, numbers, end, bodies=bodies).items():
                 chosen = version_at(rows, end)
                 if chosen is not None:
                     versions[number] = chosen
             heads = [(number, version.head_sha) for number, version in versions.items()]
-            verdict_rows, path_rows, gone = head_details(conn, repo, heads)
+            verdict_rows, path_rows, gone = head_details(conn, repo, heads, paths=paths)
         timelines: dict[int, list[Fact]] = defaultdict(list)
         kinds = {kind.value: kind for kind in FactKind}
         for fact in best_facts(fact_rows).values():
             if fact[1] < end:  # facts at or after the window end change nothing the snapshot shows
                 timelines[fact[0]].append(Fact(kinds[fact[2]], fact[1]))
         verdicts = {(row.number, row.head_sha): verdict_from_row(row) for row in verdict_rows}
-        paths: dict[int, list[str]] = defaultdict(list)
+        changed: dict[int, list[str]] = defaultdict(list)
         for number, _sha, path in path_rows:  # one head per PR here
-            paths[number].append(path)
+            changed[number].append(path)
         return MonthInputs(
             timelines=dict(timelines),
             versions=versions,
             verdicts=verdicts,
             unavailable=frozenset((number, sha) for number, sha in gone),
-            paths=dict(paths),
+            paths=dict(changed),
         )
 
 
@@ -240,12 +244,14 @@ def best_facts(rows: Sequence[Any]) -> dict[tuple[int, str, str], tuple[int, int
 
 
 def version_candidates(
-    conn: Connection, repo: str, numbers: Sequence[int], end: int
+    conn: Connection, repo: str, numbers: Sequence[int], end: int, *, bodies: bool = True
 ) -> dict[int, list[AttributeVersion]]:
     """For each PR, the versions at the last instant before `end` and at the first one at or after
-    it (the primary key's (repo, number, at) order answers both); `attributes.version_at` chooses."""
+    it (the primary key's (repo, number, at) order answers both); `attributes.version_at` chooses.
+    `bodies=False`: each body left empty."""
     found: dict[int, list[AttributeVersion]] = defaultdict(list)
     among = listed(conn, numbers)
+    columns = [column for column in pr_versions.c if bodies or column.name != "body"]
     for side, edge in ((pr_versions.c.at < end, func.max), (pr_versions.c.at >= end, func.min)):
         chosen = (
             select(pr_versions.c.number, edge(pr_versions.c.at).label("at"))
@@ -253,7 +259,7 @@ def version_candidates(
             .group_by(pr_versions.c.number)
             .subquery()
         )
-        query = select(pr_versions).join(
+        query = select(*columns).join(
             chosen,
             and_(
                 pr_versions.c.repo == repo,
@@ -272,7 +278,7 @@ def version_from_row(row: Any) -> AttributeVersion:
         at=row.at,
         delivery_id=row.delivery_id,
         title=row.title,
-        body=row.body,
+        body=row._mapping.get("body", ""),  # not read when the caller needs no body
         base_ref=row.base_ref,
         head_ref=row.head_ref,
         head_sha=row.head_sha,
@@ -284,14 +290,16 @@ def version_from_row(row: Any) -> AttributeVersion:
 
 
 def head_details(
-    conn: Connection, repo: str, heads: Sequence[tuple[int, str]]
+    conn: Connection, repo: str, heads: Sequence[tuple[int, str]], *, paths: bool = True
 ) -> tuple[Sequence[Any], Sequence[Any], Sequence[Any]]:
     """For these (number, head sha), each once: their `head_verdicts` rows, their changed paths as
-    (number, sha, path) in each head's order, and the (number, sha) of those GitHub no longer has."""
+    (number, sha, path) in each head's order (none when not `paths`), and the (number, sha) of those
+    GitHub no longer has."""
     if not heads:
         return [], [], []
-    verdicts, paths, gone = head_details_queries(conn, repo, heads)
-    return conn.execute(verdicts).all(), conn.execute(paths).all(), conn.execute(gone).all()
+    verdicts, changed, gone = head_details_queries(conn, repo, heads)
+    found = conn.execute(changed).all() if paths else []
+    return conn.execute(verdicts).all(), found, conn.execute(gone).all()
 
 
 def head_details_queries(

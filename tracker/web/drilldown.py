@@ -208,7 +208,7 @@ def load(services: Services, name: str, month: str) -> tuple[Grant, MonthRequest
 def _from_tables(services: Services, wanted: MonthRequest) -> MonthView:
     """The month read from its tables (Redis away), as tracker.reports.loading.report_for reads it then."""
     window = wanted.window
-    inputs = services.state.month_inputs(wanted.repo, str(window.month), window.end)
+    inputs = services.state.month_inputs(wanted.repo, str(window.month), window.end, bodies=False)
     rules = services.config.rules_for(wanted.repo)
     snapshot = build_snapshot(
         wanted.repo, window, inputs.timelines, inputs.versions, inputs.verdicts, rules, inputs.unavailable
