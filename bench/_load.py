@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import multiprocessing
 import socket
+import statistics
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 SIGNED_EVENT = "pull_request"
@@ -177,3 +178,15 @@ def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     rank = max(1, min(len(ordered), int(-(-q * len(ordered) // 100))))
     return ordered[rank - 1]
+
+
+def median_ms(function: Callable[[], object], runs: int, setup: Callable[[], object] | None = None) -> float:
+    """The median of `runs` timed calls of `function`, in milliseconds, each after an untimed `setup`."""
+    times = []
+    for _ in range(runs):
+        if setup is not None:
+            setup()
+        started = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000

@@ -27,16 +27,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _load import median_ms  # noqa: E402
 from _stack import load_note  # noqa: E402
 from render import CONFIG, build_month  # noqa: E402
 from snapshot import forget_memos  # noqa: E402
@@ -53,18 +52,6 @@ from tracker.web.context import services  # noqa: E402
 MONTH = "2026-09"
 WARM_TARGET_MS = 50.0
 COLD_TARGET_MS = 150.0
-
-
-def median_ms(function: Callable[[], object], runs: int, setup: Callable[[], object] | None = None) -> float:
-    """The median of `runs` timed calls of `function`, each after an untimed `setup`."""
-    times = []
-    for _ in range(runs):
-        if setup is not None:
-            setup()
-        started = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1000
 
 
 def main() -> int:

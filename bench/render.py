@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _load import median_ms  # noqa: E402
 from _stories import description, with_description  # noqa: E402
 
 from bench.fixtures.factory import PullRequestStory  # noqa: E402
@@ -106,18 +106,6 @@ def build_month(directory: Path, count: int, seed: int) -> tuple[Ledger, MonthSt
         files = [ChangedFile(p, patch="@@ -1 +1 @@\n-a = 1\n+a = 2") for p in paths]
         store.store(REPO.lower(), number, sha, files, truncated=False, source="pulls", rules=rules)
     return ledger, state
-
-
-def median_ms(function, runs: int, setup=None) -> float:  # type: ignore[no-untyped-def]
-    """The median of `runs` timed calls of `function`, each after an untimed `setup`."""
-    times = []
-    for _ in range(runs):
-        if setup is not None:
-            setup()
-        started = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1000
 
 
 def main() -> None:
