@@ -34,6 +34,7 @@ from tracker.reports.loading import resolve, snapshot_json  # noqa: E402
 from tracker.reports.render import Document  # noqa: E402
 from tracker.reports.request import MonthRequest  # noqa: E402
 from tracker.store.heads import UNAVAILABLE  # noqa: E402
+from tracker.store.month_digest import _VERSION_FIELDS as VERSION_FIELDS  # noqa: E402
 from tracker.store.month_digest import (  # noqa: E402
     AUXILIARY,
     EVIDENCE,
@@ -155,6 +156,18 @@ def test_the_digest_gives_what_the_database_gives_at_every_cutoff(app: Flask, gi
         assert computed == digest.body_facts
         assert any(sentence for sentence, _ in digest.body_facts)
         assert all(is_auxiliary.__wrapped__(path) is judged for path, judged in digest.auxiliary.items())
+        # and each version's upkeep kind with its head's paths, as a report asks it of a change of one PR
+        head_paths = {(n, sha): [digest.path_table[p] for p in positions] for n, sha, positions in digest.paths}
+        kinds = []
+        for number, held in digest.versions:
+            for _, values in held:
+                version = dict(zip(VERSION_FIELDS, values, strict=False))
+                paths = sorted(set(head_paths.get((number, version["head_sha"]), [])))
+                labels = sorted(set(version["labels"]))
+                expected = noise._kind.__wrapped__(version["title"], tuple(paths), version["author"], tuple(labels))
+                assert values[len(VERSION_FIELDS)] == expected, (number, version["title"])
+                kinds.append(expected)
+        assert any(kinds) and not all(kinds)
         assert any(digest.auxiliary.values()) and not all(digest.auxiliary.values())
 
 

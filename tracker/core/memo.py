@@ -15,7 +15,7 @@ reports built at once in two threads each see their own month's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
@@ -31,8 +31,11 @@ KINDS = (
     "is_auxiliary",  # tracker.core.themes
     "summary_sentence",  # tracker.core.descriptions ("" for none)
     "body_references",  # tracker.core.groups
+    # noise.maintenance_kind of a change of one PR (tracker.core.report), by (number, its version's instant):
+    # the version's title, author and labels with the changed paths of its head
+    "version_upkeep",
 )
-Known = Mapping[str, Mapping[str, Any]]
+Known = Mapping[str, Mapping[Any, Any]]
 NOTHING: Known = MappingProxyType({})
 MISSING = object()
 _known: ContextVar[Known] = ContextVar("tracker_known_results", default=NOTHING)
@@ -48,11 +51,11 @@ def using(results: Known) -> Iterator[None]:
         _known.reset(token)
 
 
-def known(kind: str, argument: str) -> Any:
+def known(kind: str, argument: Hashable) -> Any:
     """The given result of `kind` for `argument`, or MISSING."""
     return _known.get().get(kind, NOTHING).get(argument, MISSING)
 
 
-def given(kind: str) -> Mapping[str, Any]:
+def given(kind: str) -> Mapping[Any, Any]:
     """Every given result of `kind`, by argument: for a caller that asks of many arguments at once."""
     return _known.get().get(kind, NOTHING)

@@ -309,8 +309,7 @@ def _build_report(
         labels = sorted({label for pr in members if pr.version for label in pr.version.labels})
         changed = sorted({path for n in numbers for path in paths.get(n, ())})
         theme = choose(taxonomy, _raw_title(members[0]), labels, changed) if taxonomy else NO_PRIOR
-        author = members[0].version.author if members[0].version else None
-        upkeep = noise.maintenance_kind(_raw_title(members[0]), changed, author, labels)
+        upkeep = _upkeep(members, changed, labels)
         for pr in members:
             if pr.status.number in undone.hidden:  # described in the Reverted line, alone
                 hidden[pr.status.number] = Change(
@@ -350,6 +349,18 @@ def _build_report(
         days=_days(snapshot),
         themed=bool(taxonomy),
     )
+
+
+def _upkeep(members: Sequence[PullRequestSnapshot], changed: Sequence[str], labels: Sequence[str]) -> str | None:
+    """Whether a change is upkeep, from its first member's title and author and every member's labels and
+    paths (`noise.maintenance_kind`); of a change of one PR, what the report was given when it was (its
+    version's, `memo` kind `version_upkeep`)."""
+    first = members[0]
+    if len(members) == 1 and first.version is not None:
+        given = memo.known("version_upkeep", (first.status.number, first.version.at))
+        if given is not memo.MISSING:
+            return str(given) if given is not None else None
+    return noise.maintenance_kind(_raw_title(first), changed, first.version.author if first.version else None, labels)
 
 
 def _raw_title(pr: PullRequestSnapshot) -> str:

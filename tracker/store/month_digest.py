@@ -58,7 +58,7 @@ from tracker.store.heads import verdict_from_row
 from tracker.store.month_state import MonthState, best_facts, head_details, version_candidates, version_from_row
 from tracker.store.schema import month_activity, pr_facts, pr_versions
 
-FORMAT = 8  # of `encode`; part of the cache key
+FORMAT = 9  # of `encode`; part of the cache key
 _KINDS = {kind.value: kind for kind in FactKind}
 _CATEGORIES = {category.value: category for category in Category}
 _STATES = {state.value: state for state in PRState}
@@ -143,7 +143,9 @@ class MonthDigest:
         snapshot, changed = _folded(
             cut.versions, cut.pull_requests, cut.paths, self.path_table, self.bodies, shown, repo, window, coverage
         )
-        known = _known(cut.titles, self.auxiliary, zip(self.bodies, self.body_facts, strict=True))
+        known = _known(
+            cut.titles, self.auxiliary, zip(self.bodies, self.body_facts, strict=True), _upkeep(cut.versions)
+        )
         return Folded(snapshot, changed, known)
 
 
@@ -186,10 +188,13 @@ _TITLE_KINDS = ("display_title", "clean_title", "normalise_title", "revert_facts
 
 
 def _known(
-    titles: Iterable[list[Any]], auxiliary: dict[str, bool], body_facts: Iterable[tuple[str, list[Any]]]
+    titles: Iterable[list[Any]],
+    auxiliary: dict[str, bool],
+    body_facts: Iterable[tuple[str, list[Any]]],
+    upkeep: dict[tuple[int, int], str | None],
 ) -> memo.Known:
-    """What the worker computed of these titles (`_title_row`s), paths and bodies (each with its `_body_row`),
-    as the results a report is given (tracker.core.memo)."""
+    """What the worker computed of these titles (`_title_row`s), paths, bodies (each with its `_body_row`) and
+    versions (their upkeep kind, `_upkeep`), as the results a report is given (tracker.core.memo)."""
     rows = list(titles)
     known: dict[str, Any] = {
         kind: {row[0]: row[position] for row in rows} for position, kind in enumerate(_TITLE_KINDS, 1)
@@ -197,7 +202,7 @@ def _known(
     summaries, references = {}, {}
     for body, (sentence, numbers) in body_facts:
         summaries[body], references[body] = sentence, numbers
-    known.update(is_auxiliary=auxiliary, summary_sentence=summaries, body_references=references)
+    known.update(is_auxiliary=auxiliary, summary_sentence=summaries, body_references=references, version_upkeep=upkeep)
     return known
 
 
@@ -381,14 +386,20 @@ def _digest(windows: Sequence[Window], rules: Rules, rows: _Rows | None) -> Mont
     for number, sha, path in path_rows:
         paths[(number, sha)].append(table.setdefault(path, len(table)))
     bodies: dict[str, int] = {}  # body (`body_excerpt`) -> position in the digest's body table
+    path_table = list(table)
+
+    def head_paths(number: int, version: AttributeVersion) -> list[str]:
+        return [path_table[position] for position in paths.get((number, version.head_sha), ())]
+
     return MonthDigest(
         ends=ends,
         versions=[
-            [number, [[first, _fields(version, bodies)] for first, version in held]] for number, held in chosen.items()
+            [number, [[first, _fields(version, bodies, head_paths(number, version))] for first, version in held]]
+            for number, held in chosen.items()
         ],
         pull_requests=pull_requests,
         evidence=[text.decode() for text in evidence],
-        path_table=list(table),
+        path_table=path_table,
         paths=[[number, sha, positions] for (number, sha), positions in paths.items()],
         bodies=list(bodies),
         body_facts=[_body_row(body) for body in bodies],
@@ -553,7 +564,12 @@ def fold_encoded(
         window,
         coverage,
     )
-    known = _known(month["titles"], orjson.loads(auxiliary), zip(month["bodies"], month["body_facts"], strict=True))
+    known = _known(
+        month["titles"],
+        orjson.loads(auxiliary),
+        zip(month["bodies"], month["body_facts"], strict=True),
+        _upkeep(document["versions"]),
+    )
     return Folded(snapshot, changed, known)
 
 
@@ -637,7 +653,7 @@ class WindowDigest:
             version = _attributes(values) if values is not None else None
             pull_requests.append(_pull_request(number, entry, version, evidence))
         changed = {number: list(self.paths[number]) for number in numbers if number in self.paths}
-        known = _known(self.titles.values(), self.auxiliary, self.body_facts.items())
+        known = _known(self.titles.values(), self.auxiliary, self.body_facts.items(), _upkeep(self.versions.items()))
         return Folded(assemble_snapshot(repo, window, pull_requests, coverage), changed, known)
 
 
@@ -719,14 +735,24 @@ _LABELS = _VERSION_FIELDS.index("labels")
 _HEAD_SHA = _VERSION_FIELDS.index("head_sha")
 _TITLE = _VERSION_FIELDS.index("title")
 _BODY = _VERSION_FIELDS.index("body")
+_AT = _VERSION_FIELDS.index("at")
+_UPKEEP = len(_VERSION_FIELDS)  # after the fields: the version's upkeep kind with its head's paths (`_fields`)
 
 
-def _fields(version: AttributeVersion, bodies: dict[str, int]) -> list[Any]:
-    """The version's fields, its body as its position in `bodies` (added there)."""
-    values = [getattr(version, name) for name in _VERSION_FIELDS]  # not `astuple`: it deep-copies each value
+def _fields(version: AttributeVersion, bodies: dict[str, int], paths: Sequence[str]) -> list[Any]:
+    """The version's fields, its body as its position in `bodies` (added there), then its upkeep kind with
+    `paths`, its head's changed paths (`noise.maintenance_kind`, as `build_report` asks it of a change of
+    one PR: the reports are given it, `_upkeep`)."""
+    values: list[Any] = [getattr(version, name) for name in _VERSION_FIELDS]  # `astuple` deep-copies each value
     values[_LABELS] = list(version.labels)  # as JSON gives it back
     values[_BODY] = bodies.setdefault(body_excerpt(version.body), len(bodies))
-    return values
+    kind = noise.maintenance_kind(version.title, sorted(set(paths)), version.author, sorted(set(version.labels)))
+    return [*values, kind]
+
+
+def _upkeep(versions: Iterable[Sequence[Any]]) -> dict[tuple[int, int], str | None]:
+    """The upkeep kind of each of these (number, version fields), by (number, the version's instant)."""
+    return {(number, values[_AT]): values[_UPKEEP] for number, values in versions}
 
 
 def _with_body(values: list[Any], bodies: list[str]) -> list[Any]:
@@ -738,7 +764,7 @@ def _with_body(values: list[Any], bodies: list[str]) -> list[Any]:
 
 
 def _attributes(values: list[Any]) -> AttributeVersion:
-    copied = [*values]  # the digest may be read at another cutoff
+    copied = values[:_UPKEEP]  # a copy: the digest may be read at another cutoff
     copied[_LABELS] = tuple(copied[_LABELS])
     return AttributeVersion(*copied)
 
