@@ -2,8 +2,9 @@
 GitHub issue per month, updated in place.
 
 The final edition publishes the month's record (the frozen bytes); a partial edition (weekly, when
-configured) renders the month to date. Every publication is recorded with its content hash and
-result, and shown in status. Publishing the same content again writes nothing.
+configured) renders the month to date, with a "Since Last Week" section: what changed since the cutoff
+of the month's previous partial edition (tracker.core.since). Every publication is recorded with its
+content hash and result, and shown in status. Publishing the same content again writes nothing.
 """
 
 from __future__ import annotations
@@ -14,17 +15,18 @@ import os
 import re
 import tempfile
 import time
-from datetime import timedelta
+from datetime import date, timedelta
 from pathlib import Path
 
 from tracker import metrics
 from tracker.config import PublishConfig
+from tracker.core.since import Since, publication_cutoff
 from tracker.core.window import Month, month_window, today_in
 from tracker.github.client import GitHubError, RateLimited, Unavailable
 from tracker.github.issues import link_destination, publish_issue
 from tracker.github.retry import held_back, next_run
 from tracker.queue import enqueue_publish
-from tracker.reports.loading import report_for
+from tracker.reports.loading import report_for, since_for
 from tracker.reports.render import render
 from tracker.reports.request import MonthRequest
 from tracker.services import Services
@@ -110,8 +112,27 @@ def _documents(services: Services, full_name: str, month: str, edition: str) -> 
     timezone = services.config.timezone_for(stored)
     parsed = Month.parse(month)
     cutoff = min(parsed.last_day, today_in(timezone))
-    report = report_for(services, MonthRequest(stored, month_window(parsed, cutoff, timezone)))
-    return render(report, "md", "en"), render(report, "md", "zh-CN")
+    request = MonthRequest(stored, month_window(parsed, cutoff, timezone))
+    report = report_for(services, request)
+    earlier = last_partial_cutoff(services, full_name, parsed, cutoff, timezone)
+    since: Since | None = since_for(services, request, earlier, report) if earlier is not None else None
+    english = render(report, "md", "en", since=since, last_week=True)
+    return english, render(report, "md", "zh-CN", since=since, last_week=True)
+
+
+def last_partial_cutoff(services: Services, full_name: str, month: Month, cutoff: date, timezone: str) -> date | None:
+    """The earlier cutoff of a partial edition's "Since Last Week": the cutoff of the month's previous partial
+    edition (the day it ran, `publication_cutoff`); None for the month's first, which is all new. A partial
+    edition that ran already today (this one, run again after GitHub made it wait: its files are written) is
+    not the previous one: the section then starts `PARTIAL_EVERY` before the cutoff, or at the month's first
+    day."""
+    last = services.records.last_publication_at(full_name, str(month), PARTIAL)
+    if last is None:
+        return None
+    day = publication_cutoff(last // 1000, month, timezone)
+    if day >= cutoff:
+        day = max(month.first_day, cutoff - PARTIAL_EVERY)
+    return day
 
 
 def file_path(directory: Path, month: str, lang: str) -> Path:

@@ -16,12 +16,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from datetime import date
 
 from redis import Redis
 
 from tracker.reports.collector import collector_paused
 from tracker.reports.fingerprint import CODE
-from tracker.reports.loading import report_for
+from tracker.reports.loading import report_for, since_for
 from tracker.reports.render import FULL, Document, render_bytes
 from tracker.reports.request import MonthRequest, ReportServices
 
@@ -32,18 +33,29 @@ MAX_ENTRY_BYTES = 4 * 1024 * 1024  # a 1,400-PR month's JSON is about 2 MB; at m
 INDEX = "tracker:render-index"  # sorted set: entry key -> last use (epoch seconds)
 
 
-def rendered(services: ReportServices, request: MonthRequest, document: Document, cache: Redis | None = None) -> str:
-    """The report as `document`, from the cache when the month has not changed since."""
-    return rendered_bytes(services, request, document, cache).decode("utf-8")
+def rendered(
+    services: ReportServices,
+    request: MonthRequest,
+    document: Document,
+    cache: Redis | None = None,
+    since: date | None = None,
+) -> str:
+    """The report as `document`, from the cache when the month has not changed since; with `since` (a day of
+    the month not after the cutoff), with its Since section (`since_for`)."""
+    return rendered_bytes(services, request, document, cache, since).decode("utf-8")
 
 
 def rendered_bytes(
-    services: ReportServices, request: MonthRequest, document: Document, cache: Redis | None = None
+    services: ReportServices,
+    request: MonthRequest,
+    document: Document,
+    cache: Redis | None = None,
+    since: date | None = None,
 ) -> bytes:
     """`rendered` as the UTF-8 bytes an answer sends (a cached 2 MB JSON is sent as Redis gave it)."""
     key = None
     if cache is not None:
-        key = render_key(services, request, document)
+        key = render_key(services, request, document, since)
         try:
             hit = cache.get(key)
             if hit is not None:
@@ -56,8 +68,9 @@ def rendered_bytes(
         # The Markdown and the HTML show no PR's evidence: a snapshot from the month's digest leaves it out.
         evidence = document.fmt == "json" and document.detail == FULL
         report = report_for(services, request, cache=cache, evidence=evidence)
-        data = render_bytes(report, *document)
-        del report  # freed inside the pause
+        changed = since_for(services, request, since, report, cache) if since is not None else None
+        data = render_bytes(report, *document, since=changed)
+        del report, changed  # freed inside the pause
     if cache is not None and key is not None:
         try:
             keep(cache, key, data)
@@ -66,8 +79,9 @@ def rendered_bytes(
     return data
 
 
-def render_key(services: ReportServices, request: MonthRequest, document: Document) -> str:
-    """The cache key of a rendered report: everything that can change its bytes."""
+def render_key(services: ReportServices, request: MonthRequest, document: Document, since: date | None = None) -> str:
+    """The cache key of a rendered report: everything that can change its bytes (`since`, when given: the
+    earlier cutoff of its Since section, read from the same month at the same version)."""
     version, generation = services.state.month_version(request.repo, str(request.window.month))
     fmt, lang, detail = document
     fingerprint = hashlib.sha256(
@@ -84,6 +98,7 @@ def render_key(services: ReportServices, request: MonthRequest, document: Docume
                 str(version),
                 generation,
                 services.config.model_dump_json(),
+                *([f"since={since.isoformat()}"] if since is not None else []),
             ]
         ).encode()
     ).hexdigest()

@@ -11,8 +11,9 @@ from redis import Redis
 from tracker.core import memo
 from tracker.core.coverage import Coverage
 from tracker.core.report import Report, build_report
+from tracker.core.since import Since, since_of
 from tracker.core.snapshot import MonthSnapshot, build_snapshot
-from tracker.core.window import resolve_window, today_in
+from tracker.core.window import month_window, resolve_window, today_in
 from tracker.reports.collector import collector_paused
 from tracker.reports.coverage import window_coverage_of
 from tracker.reports.digests import KeptDigest, cached_fold
@@ -114,6 +115,19 @@ def report_for(
         snapshot, paths, known = _snapshot(services, request, inputs, coverage), inputs.paths, memo.NOTHING
     report = build_report(snapshot, paths, config.themes_for(request.repo), group=SharedGroupings(cache), known=known)
     return with_prose(report, services.narrations, config) if prose else report
+
+
+def since_for(
+    services: ReportServices, request: MonthRequest, since: date, report: Report, cache: Redis | None = None
+) -> Since:
+    """What changed in the month from the cutoff `since` (a day of the month not after the request's cutoff)
+    to the request's, whose report is `report`: the earlier cutoff's report is built like any (from the
+    month's digest when a worker kept one), its snapshot without evidence, which the difference never reads."""
+    window = request.window
+    if since == window.cutoff:
+        return since_of(report, report)
+    earlier = MonthRequest(request.repo, month_window(window.month, since, window.timezone))
+    return since_of(report_for(services, earlier, cache=cache, evidence=False), report)
 
 
 def snapshot_for(services: ReportServices, request: MonthRequest) -> MonthSnapshot:

@@ -23,7 +23,10 @@ import orjson
 from jinja2 import Environment, PackageLoader, StrictUndefined, Template
 from markupsafe import Markup, escape
 
+from tracker.core.classify import Category
 from tracker.core.report import DELIVERED, IN_PROGRESS, OTHER_THEME, Change, Day, Highlight, Report, Section, Theme
+from tracker.core.since import Since, ThemeRef
+from tracker.core.snapshot import PullRequestSnapshot
 from tracker.core.titles import word_count
 from tracker.core.vocabulary import spaced
 
@@ -434,6 +437,109 @@ def reverted_html(section: Section, lang: str, repo: str) -> Markup:
     return Markup(f"<strong>Reverted within the window</strong> (not delivered work): {'; '.join(parts)}.")
 
 
+# The Since section (tracker.core.since): each list's name, in its order, in English and Chinese.
+_SINCE_PARTS = (
+    ("newly_merged", "Newly merged", "新合并"),
+    ("newly_opened", "Newly opened", "新开"),
+    ("closed_unmerged", "Closed without merge", "关闭未合并"),
+    ("reopened", "Reopened", "重新打开"),
+    ("reclassified", "Re-classified", "重新分类"),
+    ("moved", "Moved to another theme", "调整主题"),
+)
+# A category as the report's overview names it (its exclusion counts), in English and Chinese.
+_CATEGORY_NAMES = {
+    Category.SUBSTANTIVE: ("substantive", "实质性"),
+    Category.TEST_ONLY: ("test-only", "纯 UT"),
+    Category.CI_ONLY: ("CI-only", "纯 CI"),
+    Category.TEST_CI_ONLY: ("test/CI-only", "UT/CI-only"),
+    Category.FORMAT_ONLY: ("format-only", "纯格式化"),
+    Category.PENDING: ("awaiting classification", "等待文件分类"),
+}
+
+
+class SincePart(NamedTuple):
+    """One list of the Since section: its name and its PRs, each a line of Markdown and of HTML."""
+
+    id: str
+    label: str
+    markdown: tuple[str, ...]
+    html: tuple[Markup, ...]
+
+
+class SinceView(NamedTuple):
+    """The Since section as the templates lay it out: its heading, its lead and its non-empty lists; `day`, the
+    earlier cutoff, which the links to the other language keep."""
+
+    day: str
+    heading: str
+    lead: str
+    parts: tuple[SincePart, ...]
+
+
+def since_view(report: Report, since: Since, lang: str, last_week: bool = False) -> SinceView:
+    """What the Since section says: "Since <day>" (or "Since Last Week", the weekly partial edition's), the two
+    cutoffs, then each list with a line a PR: its title and citation, and for a re-classified PR its category
+    then and now, for a moved one its theme then and now. Every PR of the lists is in the report's snapshot
+    (the later one), which `tracker.core.since.difference` reads them from."""
+    zh = lang == "zh-CN"
+    window = report.snapshot.window
+    start, end = since.since.isoformat(), since.cutoff.isoformat()
+    if zh:
+        day = f"{since.since.year}年{since.since.month}月{since.since.day}日"
+        heading = "上周以来的变化" if last_week else f"自 {day} 以来的变化"
+        lead = f"自 {start} 结束至 {end} 结束（{window.timezone}）"
+        lead += "，报告统计和描述的内容没有变化。" if since.empty else "："
+    else:
+        heading = "Since Last Week" if last_week else f"Since {english_day(since.since)}"
+        lead = f"From the end of {start} to the end of {end} ({window.timezone})"
+        lead += ", nothing the report counts or describes changed." if since.empty else ":"
+
+    def theme(ref: ThemeRef) -> str:
+        return ref.zh if zh else ref.en
+
+    lists: dict[str, list[tuple[int, str]]] = {
+        "newly_merged": [(number, "") for number in since.newly_merged],
+        "newly_opened": [(number, "") for number in since.newly_opened],
+        "closed_unmerged": [(number, "") for number in since.closed_unmerged],
+        "reopened": [(number, "") for number in since.reopened],
+        "reclassified": [
+            (item.number, f"{_CATEGORY_NAMES[item.before][zh]} → {_CATEGORY_NAMES[item.after][zh]}")
+            for item in since.reclassified
+        ],
+        "moved": [(moved.number, f"{theme(moved.before)} → {theme(moved.after)}") for moved in since.moved],
+    }
+    prs = {pr.status.number: pr for pr in report.snapshot.pull_requests}
+    parts = []
+    for part, en, chinese in _SINCE_PARTS:
+        lines = [_since_line(report.snapshot.repo, prs[number], note, zh) for number, note in lists[part]]
+        if lines:
+            markdown, html = zip(*lines, strict=True)
+            parts.append(SincePart(part, chinese if zh else en, markdown, html))
+    return SinceView(start, heading, lead, tuple(parts))
+
+
+def _since_line(repo: str, pr: PullRequestSnapshot, note: str, zh: bool) -> tuple[str, Markup]:
+    """A PR of a Since list in Markdown and in HTML: its title, its citation, then `note` (untrusted: a
+    theme's name is made of titles)."""
+    number = pr.status.number
+    raw = pr.version.title if pr.version else f"#{number}"
+    base_ref = pr.version.base_ref if pr.version else ""
+    url = pull_url(repo, number)
+    cited_md = f"[{markdown_text(base_ref or 'unknown')} #{number}]({url})"
+    cited_html = f'<a class="cite" href="{escape(url)}">{_label_html(base_ref, number)}</a>'
+    title_html = _code_spans(str(escape(plain(raw, MAX_TITLE))))
+    note_html = str(escape(plain(note, None)))
+    if zh:
+        markdown = f"“{markdown_text(raw, MAX_TITLE)}”（{cited_md}）" + (f"：{markdown_text(note)}" if note else "")
+        html = f"“{title_html}”（{cited_html}）" + (f"：{note_html}" if note else "")
+    else:
+        # The title starts a list item: "1. …" or "# …" stays inert there.
+        markdown = f"{prose_markdown(plain(raw, MAX_TITLE))} ({cited_md})"
+        markdown += f": {markdown_text(note)}" if note else ""
+        html = f"{title_html} ({cited_html})" + (f": {note_html}" if note else "")
+    return markdown, Markup(html)
+
+
 def sentence_markdown(highlight: Highlight, lang: str) -> str:
     """A narrated highlight: its sentence, then the citations of all of its changes, in order."""
     cited = [c for change in highlight.changes for c in citations_markdown(change)]
@@ -500,9 +606,11 @@ def chart(days: Sequence[Day]) -> dict[str, Any]:
 # --- output -------------------------------------------------------------------------------------
 
 
-def render(report: Report, fmt: str, lang: str) -> str:
+def render(report: Report, fmt: str, lang: str, *, since: Since | None = None, last_week: bool = False) -> str:
+    """The report as `fmt` in `lang`; with `since`, its Since section (tracker.core.since: what changed since
+    an earlier cutoff), headed "Since Last Week" when `last_week` (the weekly partial edition)."""
     if fmt == "json":
-        return json_bytes(report_document(report)).decode("utf-8")
+        return json_bytes(report_document(report, since)).decode("utf-8")
     template = f"report.{lang}.md.j2" if fmt == "md" else "report.html.j2"
     context = {
         "report": report,
@@ -527,6 +635,7 @@ def render(report: Report, fmt: str, lang: str) -> str:
         "themed": report.themed,
         "written_by_model": written_by_model(report, lang),
         "narrator_model": report.narrator.get("model", ""),
+        "since": since_view(report, since, lang, last_week) if since is not None else None,
     }
     return _rendered(_environment(fmt).get_template(template), context)
 
@@ -547,14 +656,14 @@ def _rendered(template: Template, variables: dict[str, Any]) -> str:
         context.parent.clear()
 
 
-def render_bytes(report: Report, fmt: str, lang: str, detail: str = FULL) -> bytes:
+def render_bytes(report: Report, fmt: str, lang: str, detail: str = FULL, *, since: Since | None = None) -> bytes:
     """`render` as the UTF-8 bytes an answer sends; the JSON without a detour through `str` (a big month's
     JSON is 2 MB: each conversion costs milliseconds). `detail`: the JSON's `FULL` document or its
-    `SUMMARY` (`summary_document`); the Markdown and the HTML have one form."""
+    `SUMMARY` (`summary_document`); the Markdown and the HTML have one form. `since`: as for `render`."""
     if fmt == "json":
-        document = report_document(report)
+        document = report_document(report, since)
         return json_bytes(summary_document(document) if detail == SUMMARY else document)
-    return render(report, fmt, lang).encode("utf-8")
+    return render(report, fmt, lang, since=since).encode("utf-8")
 
 
 def json_bytes(document: Any, *, indent: bool = True, default: Callable[[Any], Any] | None = None) -> bytes:
@@ -603,8 +712,9 @@ def _json_escape(match: re.Match[str]) -> str:
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
-def report_document(report: Report) -> dict[str, Any]:
-    """The JSON snapshot, with each narrated PR's section, theme and group, and the report's outline.
+def report_document(report: Report, since: Since | None = None) -> dict[str, Any]:
+    """The JSON snapshot, with each narrated PR's section, theme and group, and the report's outline; with
+    `since`, what changed since that earlier cutoff (`since`, last: a document without it is unchanged).
 
     The snapshot's fields are data as GitHub sent it (a consumer may need the exact title or branch),
     except `url`, a link, built like every link of the report. The outline is the report's text:
@@ -681,6 +791,12 @@ def report_document(report: Report) -> dict[str, Any]:
             {"day": d.day.isoformat(), "opened": d.opened, "merged": d.merged, "closed": d.closed} for d in report.days
         ],
     }
+    if since is not None:
+        changed = since.as_dict()
+        for item in changed["moved"]:  # theme names are made of titles: cleaned like the outline's
+            for side in ("from", "to"):
+                item[side] = {**item[side], "en": plain(item[side]["en"], None), "zh": plain(item[side]["zh"], None)}
+        document["since"] = changed
     return document
 
 

@@ -12,6 +12,7 @@ import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
+from datetime import date
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,6 +22,7 @@ from werkzeug.http import HTTP_STATUS_CODES
 
 from tracker import metrics
 from tracker.config import TrackerConfig
+from tracker.core.since import SinceError, publication_cutoff, since_day
 from tracker.core.window import WindowError
 from tracker.embedded_redis import EmbeddedRedis
 from tracker.github.quota import Quota
@@ -40,6 +42,7 @@ from tracker.reports.render import (
     language,
     summary_document,
 )
+from tracker.reports.request import MonthRequest, ReportServices
 from tracker.settings import Settings, SettingsError
 from tracker.store.ledger import FAILED
 from tracker.store.narrations import NarrationStore, Spent
@@ -65,7 +68,7 @@ log = logging.getLogger(__name__)
 @blueprint.get("/api/v1/repos/<owner>/<repo>/months/<month>")
 def month_snapshot(owner: str, repo: str, month: str) -> Any:
     """The JSON snapshot (the same document as /reports/<owner>/<repo>/<month>.json);
-    `?detail=summary`: its numbers and themes without the pull requests."""
+    `?detail=summary`: its numbers and themes without the pull requests; `?since=`: as the report's."""
     return _report(owner, repo, month, "json", "en")
 
 
@@ -78,7 +81,7 @@ _MEDIA_TYPES = {
 
 @blueprint.get("/reports/<owner>/<repo>/<name>")
 def report(owner: str, repo: str, name: str) -> Any:
-    """`<YYYY-MM|current>.<md|html|json>?cutoff=YYYY-MM-DD&lang=en|zh-CN`."""
+    """`<YYYY-MM|current>.<md|html|json>?cutoff=YYYY-MM-DD&lang=en|zh-CN&since=YYYY-MM-DD|last-publication`."""
     month, _, fmt = name.rpartition(".")
     if fmt not in FORMATS or not month:
         return {"error": f"{clipped(name)!r}: ask for <YYYY-MM or current>.md, .html or .json"}, 404
@@ -129,9 +132,16 @@ def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
         links = [name] if public else []
         return error_answer(fmt, 400, str(exc), grant.headers, repositories=links, heading="The month to date:")
     headers = dict(grant.headers)
+    asked_since = _argument("since")
+    try:
+        since = since_of_request(services, wanted, asked_since) if asked_since else None
+    except SinceError as exc:
+        return error_answer(fmt, 400, str(exc), grant.headers)
     # A finalised month asked for at its last day (the default cutoff of an ended month) is its
-    # record, byte for byte, whatever arrived later; `?live=1` shows what the ledger says now.
-    record = None if request.args.get("live") == "1" else served_record(services.records, wanted)
+    # record, byte for byte, whatever arrived later; `?live=1` shows what the ledger says now, as does
+    # `?since=` (the record has no Since section: the month is rendered as the ledger says now).
+    live = request.args.get("live") == "1" or since is not None
+    record = None if live else served_record(services.records, wanted)
     body: str | bytes
     if record is not None:
         body = record.document(fmt, lang)
@@ -139,12 +149,39 @@ def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
             body = json_bytes(summary_document(json.loads(body)))
         headers["X-Tracker-Record"] = f"revision={record.revision}; content-hash={record.content_hash}"
     else:
-        body = rendered_bytes(services, wanted, Document(fmt, lang, detail), cache=services.redis)
+        body = rendered_bytes(services, wanted, Document(fmt, lang, detail), cache=services.redis, since=since)
     if grant.token is not None and fmt == "html":
         # After the cache, which keeps one copy for every reader: the token is this reader's own.
         body = carry_token(body.decode("utf-8") if isinstance(body, bytes) else body, grant.token)
     metrics.report_answered(fmt, time.perf_counter() - started)
     return Response(body, content_type=_MEDIA_TYPES[fmt], headers=headers)
+
+
+# `?since=last-publication`: the last publication of the month, of either edition (workers.publish: the
+# final edition, once the month has its record, and the weekly partial ones).
+LAST_PUBLICATION = "last-publication"
+EDITIONS = ("final", "partial")
+
+
+def since_of_request(services: ReportServices, wanted: MonthRequest, text: str) -> date:
+    """The earlier cutoff of `?since=`: a day (`core.since.since_day`), or `last-publication`, the cutoff of
+    the month's last successful publication (`core.since.publication_cutoff`: a partial edition's day, a
+    final one's last day of the month). Raises SinceError for what cannot be compared with the cutoff."""
+    window = wanted.window
+    if text != LAST_PUBLICATION:
+        return since_day(text, window)
+    month = str(window.month)
+    times = [services.records.last_publication_at(wanted.repo, month, edition) for edition in EDITIONS]
+    last = max((at for at in times if at is not None), default=None)
+    if last is None:
+        raise SinceError(f"{wanted.repo} has no publication of {month} yet: give since=YYYY-MM-DD")
+    day = publication_cutoff(last // 1000, window.month, window.timezone)
+    if day > window.cutoff:
+        raise SinceError(
+            f"the last publication of {month} is through {day.isoformat()}, after the cutoff "
+            f"{window.cutoff.isoformat()}: ask for a later cutoff or give since=YYYY-MM-DD"
+        )
+    return day
 
 
 def not_found_answer(fmt: str, name: str, unknown: UnknownRepository | None) -> Any:
