@@ -125,6 +125,8 @@ def test_html_in_both_languages() -> None:
     assert '<h2 id="since">Since September 5, 2026</h2>' in block
     assert '<li><a href="#since">Since September 5, 2026</a></li>' in page  # in the contents
     assert 'href="2026-09.html?lang=zh-CN&amp;cutoff=2026-09-12&amp;since=2026-09-05"' in page
+    assert '<input type="hidden" name="since" value="2026-09-05">' in page  # the cutoff picker keeps it
+    assert 'name="since"' not in render(later, "html", "en")
     assert '<h3 id="since-newly_merged">Newly merged <span class="count">1</span></h3>' in block
     assert re.search(
         r'Fix MoE router load balancing \(<a class="cite" href="[^"]+/pull/7">main #7</a>\): '

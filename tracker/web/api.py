@@ -57,7 +57,7 @@ from tracker.web.access import (
     may_be_private,
     unknown_or_private,
 )
-from tracker.web.context import asked_repository, clipped
+from tracker.web.context import asked_repository, clipped, query_argument
 from tracker.web.context import services as current_services
 from tracker.web.records import admin_refusal
 
@@ -86,23 +86,17 @@ def report(owner: str, repo: str, name: str) -> Any:
     if fmt not in FORMATS or not month:
         return {"error": f"{clipped(name)!r}: ask for <YYYY-MM or current>.md, .html or .json"}, 404
     try:
-        lang = language(_argument("lang"))
+        lang = language(query_argument("lang"))
     except UnknownLanguage as exc:
         return error_answer(fmt, 400, str(exc))
     return _report(owner, repo, month, fmt, lang)
-
-
-def _argument(name: str) -> str | None:
-    """A query parameter, clipped before anything may quote it in an error (context.clipped)."""
-    value = request.args.get(name)
-    return clipped(value) if value is not None else None
 
 
 def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
     started = time.perf_counter()  # tracker_report_render_seconds
     services = current_services()
     name = asked_repository(owner, repo)
-    detail = _argument("detail") or FULL
+    detail = query_argument("detail") or FULL
     if detail not in DETAILS or (fmt != "json" and detail != FULL):
         forms = " or ".join(f"detail={d}" for d in DETAILS)
         return error_answer(
@@ -118,7 +112,7 @@ def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
             request.headers.get("Authorization"),
             request.args.get(TOKEN_PARAMETER),
         )
-        wanted = resolve(services, name, clipped(month), _argument("cutoff"))
+        wanted = resolve(services, name, clipped(month), query_argument("cutoff"))
         grant.require(wanted.repo, wanted.window)
     except AccessDenied as exc:
         return error_answer(fmt, exc.status, exc.message, exc.headers) if fmt == "html" else exc.answer()
@@ -132,7 +126,7 @@ def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
         links = [name] if public else []
         return error_answer(fmt, 400, str(exc), grant.headers, repositories=links, heading="The month to date:")
     headers = dict(grant.headers)
-    asked_since = _argument("since")
+    asked_since = query_argument("since")
     try:
         since = since_of_request(services, wanted, asked_since) if asked_since else None
     except SinceError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import cast
 
-from flask import current_app
+from flask import current_app, request
 
 from tracker.services import Services
 
@@ -51,3 +51,9 @@ def installed(app: object) -> Services | None:
 
 def install(extensions: dict[str, object], built: Services) -> None:
     extensions[_EXTENSION] = built
+
+
+def query_argument(name: str) -> str | None:
+    """A query parameter of the request, clipped before anything may quote it in an error (`clipped`)."""
+    value = request.args.get(name)
+    return clipped(value) if value is not None else None

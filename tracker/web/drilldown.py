@@ -66,7 +66,7 @@ from tracker.reports.request import MonthRequest
 from tracker.services import Services
 from tracker.web.access import NO_STORE, TOKEN_PARAMETER, AccessDenied, Grant, NotShown, authorize
 from tracker.web.api import error_answer, not_found_answer
-from tracker.web.context import asked_repository, clipped
+from tracker.web.context import asked_repository, clipped, query_argument
 from tracker.web.context import services as current_services
 
 blueprint = Blueprint("drilldown", __name__)
@@ -87,7 +87,7 @@ def report_prs(owner: str, repo: str, month: str, fmt: str) -> Any:
     if fmt not in ("html", "json"):
         return {"error": f"prs.{clipped(fmt)}: ask for prs.html or prs.json"}, 404
     try:
-        lang = language(_argument("lang"))
+        lang = language(query_argument("lang"))
     except UnknownLanguage as exc:
         return error_answer(fmt, 400, str(exc))
     return _answer(owner, repo, month, fmt, lang)
@@ -108,16 +108,10 @@ class Selection:
         return {"theme": self.theme or "", "section": self.section or ""}
 
 
-def _argument(name: str) -> str | None:
-    """A query parameter, clipped before anything may quote it in an error (context.clipped)."""
-    value = request.args.get(name)
-    return clipped(value) if value is not None else None
-
-
 def _selection() -> Selection:
     """The selection the query names, checked before the month is read. Raises UnknownSelection with what
     to ask instead."""
-    stat, theme, section = _argument("stat"), _argument("theme"), _argument("section")
+    stat, theme, section = query_argument("stat"), query_argument("theme"), query_argument("section")
     if (stat is None) == (theme is None):
         raise UnknownSelection(
             f"ask for one number of the report: stat=<{'|'.join(SELECTIONS)}>, "
@@ -186,7 +180,7 @@ def load(services: Services, name: str, month: str) -> tuple[Grant, MonthRequest
         request.args.get(TOKEN_PARAMETER),
     )
     selection = _selection()
-    wanted = resolve(services, name, clipped(month), _argument("cutoff"))
+    wanted = resolve(services, name, clipped(month), query_argument("cutoff"))
     grant.require(wanted.repo, wanted.window)
     record = None if request.args.get("live") == "1" else served_record(services.records, wanted)
     if record is not None:
