@@ -79,3 +79,13 @@ def test_the_markers_are_declared() -> None:
     options = tomllib.loads(Path(ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
     declared = {marker.split(":")[0] for marker in options["markers"]}
     assert {"system", "deployment"} <= declared
+
+
+@pytest.mark.xdist_group("tiers-probe")
+def test_a_grouped_test_keeps_its_group_under_loadgroup(request: pytest.FixtureRequest) -> None:
+    """Under `--dist loadgroup` (the suite's addopts) pytest-xdist sends the tests of a group to one worker by
+    the group's name, which it appends to their node ids. pytest 9.2 drops that name, which split every group:
+    the modules that share a delivered month set it up again on each worker, and CI took minutes more."""
+    if not request.config.getvalue("loadgroup"):
+        pytest.skip("not run by a pytest-xdist worker under --dist loadgroup")
+    assert request.node.nodeid.endswith("@tiers-probe"), request.node.nodeid
