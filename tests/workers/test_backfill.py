@@ -314,8 +314,14 @@ def test_coverage_notice_appears_exactly_when_the_window_is_not_covered(
 
 
 def test_reconciliation_recovers_dropped_deliveries_and_asks_github_to_redeliver(
-    settings: Settings, github: FakeGitHub, scenario: MonthScenario, tmp_path: Path
+    settings: Settings, github: FakeGitHub, scenario: MonthScenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The client spaces its writes (the redelivery requests) a second apart by sleeping: here the waits it asks
+    # for are recorded instead of slept, for this test (tests/github/test_issues.py holds the spacing itself).
+    from tracker.github import client as client_module
+
+    waits: list[float] = []
+    monkeypatch.setattr(client_module.time, "sleep", waits.append)
     heads = {(n, sha): p for n, sha, p in scenario.head_files()}
     # The month as it should be: every delivery received, into a ledger of its own.
     complete = settings.model_copy(
@@ -352,6 +358,7 @@ def test_reconciliation_recovers_dropped_deliveries_and_asks_github_to_redeliver
             start, end = history_range("2026-05", None, "Asia/Shanghai", int(time.time()))
             outcome = read_history_job(RECONCILIATION, REPO, start - 15 * 86400, end)
             assert f"asked GitHub to redeliver {len(dropped)} deliveries" in outcome
+            assert len(waits) >= len(dropped) - 1 and all(0 < wait <= 1.0 for wait in waits)
             run_jobs(app)
             # The redeliveries arrived under their original ids, and changed nothing more.
             assert all(s.ledger.get(delivery_id) is not None for delivery_id in dropped)
