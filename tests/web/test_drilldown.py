@@ -30,8 +30,7 @@ from bench.fixtures.factory import PullRequestStory  # noqa: E402
 from bench.fixtures.fake_github import FakeGitHub  # noqa: E402
 from bench.fixtures.paths import ROOT  # noqa: E402
 from bench.fixtures.scenario import REPO, MonthScenario, megatron_month  # noqa: E402
-from tests.support.app import ACTIVE_GITHUB, post, run_jobs, running_app  # noqa: E402
-from tests.support.app import deliver_month as deliver  # noqa: E402
+from tests.support.app import month_app, post, run_jobs, running_app  # noqa: E402
 from tracker.core.drilldown import EXCLUSIONS, STATISTICS  # noqa: E402
 from tracker.reports.digests import forget_held  # noqa: E402
 from tracker.reports.warm import warm_month  # noqa: E402
@@ -83,16 +82,9 @@ def with_extra(scenario: MonthScenario) -> MonthScenario:
 @pytest.fixture(scope="module")
 def megatron(module_settings: Settings, github_server: FakeGitHub) -> Iterator[tuple[Flask, FlaskClient]]:
     """May 2026 of Megatron-LM, delivered once for the module's tests, which only read it."""
-    github_server.reset()
-    ACTIVE_GITHUB.append(github_server)
-    try:
-        with running_app(module_settings.model_copy(update={"config_path": EXAMPLE_CONFIG})) as app:
-            client = app.test_client()
-            deliver(with_extra(megatron_month(MONTH)), app, client, github_server)
-            ACTIVE_GITHUB.clear()
-            yield app, client
-    finally:
-        ACTIVE_GITHUB.clear()
+    settings = module_settings.model_copy(update={"config_path": EXAMPLE_CONFIG})
+    with month_app(settings, github_server, with_extra(megatron_month(MONTH))) as answered:
+        yield answered
 
 
 def text(client: FlaskClient, url: str, **params: str) -> str:

@@ -25,8 +25,7 @@ require_shared()  # the fake GitHub (imported below) reads GitHub's example answ
 from bench.fixtures.factory import PullRequestStory  # noqa: E402
 from bench.fixtures.fake_github import FakeGitHub  # noqa: E402
 from bench.fixtures.scenario import REPO, MonthScenario, megatron_month  # noqa: E402
-from tests.support.app import ACTIVE_GITHUB, running_app  # noqa: E402
-from tests.support.app import deliver_month as deliver  # noqa: E402
+from tests.support.app import month_app  # noqa: E402
 from tests.web.test_drilldown import EXAMPLE_CONFIG, MONTH, with_extra  # noqa: E402
 from tracker.settings import Settings  # noqa: E402
 from tracker.store import records  # noqa: E402
@@ -58,16 +57,9 @@ def with_reclassification(scenario: MonthScenario) -> MonthScenario:
 @pytest.fixture(scope="module")
 def megatron(module_settings: Settings, github_server: FakeGitHub) -> Iterator[tuple[Flask, FlaskClient]]:
     """May 2026 of Megatron-LM, delivered once for the module's tests."""
-    github_server.reset()
-    ACTIVE_GITHUB.append(github_server)
-    try:
-        with running_app(module_settings.model_copy(update={"config_path": EXAMPLE_CONFIG})) as app:
-            client = app.test_client()
-            deliver(with_reclassification(with_extra(megatron_month(MONTH))), app, client, github_server)
-            ACTIVE_GITHUB.clear()
-            yield app, client
-    finally:
-        ACTIVE_GITHUB.clear()
+    settings = module_settings.model_copy(update={"config_path": EXAMPLE_CONFIG})
+    with month_app(settings, github_server, with_reclassification(with_extra(megatron_month(MONTH)))) as answered:
+        yield answered
 
 
 def text(client: FlaskClient, url: str, **params: str) -> str:
