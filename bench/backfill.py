@@ -4,7 +4,7 @@ A month of `--prs` pull requests (real Megatron-LM titles and branches, lives ma
 generator of bench/_stories.py: opened, pushes, labels, retitles, closes, reopens, merges) is put on
 the local fake GitHub (bench/fixtures/fake_github.py) as GitHub's REST API would show it afterwards
 (bench/fixtures/world.py: PR objects, paged issue timelines, files of every head). Then `tracker backfill`'s
-own code (tracker.github.history.read_history) reads it into an empty SQLite ledger, twice.
+own code (tracker.history.github.read_history) reads it into an empty SQLite ledger, twice.
 
 Baseline, in the same run against the same server: a bare httpx client making the requests a
 backfill cannot do without (the listing pages, one timeline page and one files page per PR),
@@ -33,11 +33,11 @@ import httpx  # noqa: E402
 from bench._stories import REPO, plan_month, tell  # noqa: E402
 from bench.fixtures.fake_github import FakeGitHub  # noqa: E402
 from bench.fixtures.world import publish_world  # noqa: E402
-from tracker.core.history import BACKFILL, history_range  # noqa: E402
-from tracker.github.history import DAILY, END, read_history  # noqa: E402
+from tracker.history.derive import BACKFILL, history_range  # noqa: E402
+from tracker.history.github import DAILY, END, read_history  # noqa: E402
+from tracker.history.jobs import target  # noqa: E402
 from tracker.services import Services  # noqa: E402
 from tracker.settings import load_settings  # noqa: E402
-from workers.history import target  # noqa: E402
 
 MONTH = "2026-05"
 

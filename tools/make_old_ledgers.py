@@ -101,8 +101,8 @@ for item in sample["deliveries"]:
     if document["number"] in sample["observed"]:
         observed[document["number"]] = document["pull_request"]
 try:
-    history = importlib.import_module("tracker.core.history")
-    history_store = importlib.import_module("tracker.store.history")
+    history = importlib.import_module("tracker.history.derive")
+    history_store = importlib.import_module("tracker.history.store")
 except ModuleNotFoundError:
     history = None
 if history is not None:

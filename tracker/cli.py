@@ -406,13 +406,13 @@ def backfill(services: Services, repo: str, month: str | None, since: str | None
     are waited out. Needs GITHUB_TOKEN or a GitHub App (a public repository works without, slowly)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from tracker.core.history import BACKFILL, history_range
     from tracker.core.repository import check_full_name
     from tracker.core.window import WindowError, iso_utc
     from tracker.github.client import GitHubError
-    from tracker.github.history import read_history, wait_for
-    from tracker.store.history import SAMPLE_REFUSAL
-    from workers.history import target
+    from tracker.history.derive import BACKFILL, history_range
+    from tracker.history.github import read_history, wait_for
+    from tracker.history.jobs import target
+    from tracker.history.store import SAMPLE_REFUSAL
 
     try:
         full_name = check_full_name(repo)
@@ -565,9 +565,9 @@ def link(settings: Settings, repo: str, month: str, cutoff: str | None, expires:
 @with_services(redis=False)
 def _print_report(services: Services, repo: str, month: str, cutoff: str | None, lang: str, fmt: str) -> None:
     from tracker.core.window import WindowError
+    from tracker.records.finalize import served_record
     from tracker.reports.cache import rendered
     from tracker.reports.loading import UnknownRepository, resolve
-    from tracker.reports.records import served_record
     from tracker.reports.render import Document, UnknownLanguage, language
 
     try:
@@ -596,10 +596,9 @@ def _print_report(services: Services, repo: str, month: str, cutoff: str | None,
 def finalize(services: Services, repo: str, month: str, force: bool, wait: float | None) -> None:
     """Freeze a month's final report as its record (and publish it where configured)."""
     from tracker.core.window import WindowError
+    from tracker.records.finalize import MonthNotEnded, final_request, finalize, readiness
+    from tracker.records.publish import FINAL, publish_month
     from tracker.reports.loading import UnknownRepository
-    from tracker.reports.records import MonthNotEnded, final_request, finalize, readiness
-    from workers import runtime
-    from workers.publish import FINAL, publish_month
 
     try:
         wanted = final_request(services, repo, month, force=force)
@@ -615,7 +614,7 @@ def finalize(services: Services, repo: str, month: str, force: bool, wait: float
             click.echo(f"waiting for {waiting.as_dict()}", err=True)
             time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
         if services.config.narrator_model is not None and services.config.narrator_for(wanted.repo) == "llm":
-            from workers.narrate import narrate_until
+            from tracker.narration.jobs import narrate_until
 
             until = time.time() + max(0.0, deadline - time.monotonic())  # the same deadline, on the wall clock
             say = functools.partial(click.echo, err=True)
@@ -629,8 +628,7 @@ def finalize(services: Services, repo: str, month: str, force: bool, wait: float
     state = "recorded" if created else "recorded already"
     click.echo(f"{record.month} of {record.full_name} {state}: revision {record.revision}, {location}")
     if created and services.config.publishing_for(record.full_name).enabled:
-        runtime.install(services)
-        click.echo(publish_month(record.full_name, record.month, FINAL))
+        click.echo(publish_month(services, record.full_name, record.month, FINAL))
 
 
 @main.command()
@@ -646,15 +644,13 @@ def narrate(services: Services, repo: str, month: str, force: bool) -> None:
     and `narrator: llm`."""
     from tracker.core.report import DELIVERED, IN_PROGRESS
     from tracker.core.window import WindowError
+    from tracker.narration.jobs import narrate_until, refinalize_if_late
     from tracker.reports.loading import UnknownRepository
-    from workers import runtime
-    from workers.narrate import narrate_until, refinalize_if_late
 
     if services.config.narrator_model is None:
         raise click.ClickException("the narrator is not configured: set TRACKER_LLM_BASE_URL and TRACKER_LLM_MODEL")
     if services.config.narrator_for(repo) != "llm":
         raise click.ClickException(f"{repo} does not use the narrator: add `narrator: llm` to its TRACKER_CONFIG entry")
-    runtime.install(services)  # a late narration's new revision is published in this process
     try:
         outcome = narrate_until(services, repo, month, force=(DELIVERED, IN_PROGRESS) if force else (), say=click.echo)
         click.echo(outcome.said())
@@ -662,8 +658,6 @@ def narrate(services: Services, repo: str, month: str, force: bool) -> None:
             click.echo(late)
     except (UnknownRepository, WindowError) as exc:
         raise click.ClickException(str(exc)) from exc
-    finally:
-        runtime.install(None)
     if outcome.error is not None:
         raise Failure("the narrator's endpoint failed (see above): the sections it did not write stay deterministic")
 

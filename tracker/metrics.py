@@ -4,7 +4,7 @@ Counted where it happens (one line at each place): webhook deliveries received, 
 by reason (tracker.web.metrics), the processing lag of each delivery the drain applies
 (workers.drain), each job's duration and failure by job function (workers.runtime), GitHub's answers
 by status class (tracker.github.client), the time to answer a report by format (tracker.web.api), and
-the months finalised and published (workers.jobs, workers.publish). Read at scrape time, so they are
+the months finalised and published (workers.jobs, tracker.records.publish). Read at scrape time, so they are
 right whichever process answers: the jobs waiting in each RQ queue, GitHub's quota as the workers last
 saw it, and the age of the newest delivery processed for each repository.
 

@@ -23,6 +23,9 @@ from rq.registry import FailedJobRegistry, ScheduledJobRegistry, StartedJobRegis
 
 QUEUE_NAME = "deliveries"
 GITHUB_QUEUE_NAME = "github"
+# The *_FUNCTION names are the jobs RQ runs, as stored in Redis with each job: functions of workers/jobs.py
+# and workers/drain.py, whose names never change (tests/test_architecture.py); the work behind each lives
+# with its feature and may move.
 JOB_FUNCTION = "workers.jobs.process_delivery"
 DRAIN_FUNCTION = "workers.drain.drain_deliveries"
 # Set while a drain job waits to start or is at work: the request path queues one only when it can
@@ -40,8 +43,9 @@ RECORDS_QUEUE_NAME = "records"
 FINALIZE_FUNCTION = "workers.jobs.finalize_month"
 DUE_WORK_FUNCTION = "workers.jobs.due_work"
 PUBLISH_FUNCTION = "workers.jobs.publish_month"
-NARRATE_FUNCTION = "workers.narrate.narrate_month"
-HISTORY_FUNCTION = "workers.history.read_history_job"
+NARRATE_FUNCTION = "workers.jobs.narrate_month"
+HISTORY_FUNCTION = "workers.jobs.read_history_job"
+WARM_FUNCTION = "workers.jobs.warm_month"
 # Retries back off; after the last one the delivery is marked failed in the ledger and waits for
 # `tracker retry-failed`. The sweep re-enqueues anything still pending whatever happened to Redis.
 RETRY = Retry(max=4, interval=[5, 30, 120, 600])
@@ -219,7 +223,7 @@ def enqueue_publish(
 
 
 def enqueue_narrate(queue: Queue, full_name: str, month: str, *, at: float | None = None) -> None:
-    """Ask for the language-model narrator's prose of a month (workers.narrate): idempotent, a second job
+    """Ask for the language-model narrator's prose of a month (tracker.narration.jobs): idempotent, a second job
     finds every section narrated and asks the model nothing."""
     options = {
         "job_timeout": NARRATE_JOB_TIMEOUT,
@@ -362,7 +366,7 @@ def enqueue_head_fetch(
 
 
 def history_job_id(kind: str, full_name: str, start: int) -> str:
-    """Named by where the range starts, like the run (tracker.store.history.run_id): a range that
+    """Named by where the range starts, like the run (tracker.history.store.run_id): a range that
     ends now is the same job however late it is asked for again."""
     return job_id(kind, f"{full_name.lower()}@{start}")
 

@@ -22,6 +22,8 @@ from tracker.embedded_redis import redis_url
 from tracker.github.app import GitHubApp
 from tracker.github.client import GitHubClient, RateLimitState
 from tracker.github.quota import Quota
+from tracker.history.store import HistoryStore
+from tracker.narration.store import NarrationStore
 from tracker.queue import (
     WEB_REDIS,
     DrainAsker,
@@ -31,16 +33,14 @@ from tracker.queue import (
     github_queue,
     records_queue,
 )
+from tracker.records.store import RecordStore
 from tracker.settings import Settings, SettingsError, load_settings
 from tracker.store.database import connect, derived_schema_outdated
 from tracker.store.heads import HeadStore
-from tracker.store.history import HistoryStore
 from tracker.store.http_cache import SqlResponseCache
 from tracker.store.installations import InstallationStore
 from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState
-from tracker.store.narrations import NarrationStore
-from tracker.store.records import RecordStore
 
 
 @dataclass

@@ -90,7 +90,7 @@ class Settings(BaseSettings):
     # that long after they finished. The ledger (deliveries, observations) is never pruned.
     http_cache_retention_days: int = Field(30, ge=0, validation_alias=_env("TRACKER_HTTP_CACHE_RETENTION_DAYS"))
     run_retention_days: int = Field(90, ge=0, validation_alias=_env("TRACKER_RUN_RETENTION_DAYS"))
-    # The optional language-model narrator (tracker.llm): an OpenAI-compatible endpoint (the part before
+    # The optional language-model narrator (tracker.narration): an OpenAI-compatible endpoint (the part before
     # /chat/completions: https://api.openai.com/v1, http://localhost:8000/v1 for vLLM,
     # http://localhost:11434/v1 for Ollama), its key (none for a local server) and the model. Off unless
     # the base URL and the model are set, and then only for repositories whose config says
@@ -105,7 +105,7 @@ class Settings(BaseSettings):
     # their default (OpenAI's reasoning models answer 400 `unsupported_value` to `temperature: 0`).
     llm_temperature: float | None = Field(0.0, ge=0, le=2, validation_alias=_env("TRACKER_LLM_TEMPERATURE"))
     # The most characters of PR text (the data block) one request may carry: a section whose text is
-    # longer is sent with shorter bodies, fewer commit subjects and paths (tracker.core.narration.fit).
+    # longer is sent with shorter bodies, fewer commit subjects and paths (tracker.narration.schema.fit).
     llm_prompt_budget: int = Field(200_000, ge=10_000, validation_alias=_env("TRACKER_LLM_PROMPT_BUDGET"))
     # How every process logs on stderr (tracker.logs): `text` lines, or `json`, one object per line for
     # a log collector. `tracker run` hands it on to its children.

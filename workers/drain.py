@@ -42,10 +42,10 @@ from tracker.queue import (
     enqueue_head_fetches,
     redis_run,
 )
+from tracker.reports.warm import ask_for_warm
 from tracker.services import Services
 from tracker.store.ledger import Delivery
 from workers.runtime import current
-from workers.warm import ask_for_warm
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +199,7 @@ def set_aside(services: Services, refused: Sequence[tuple[str, Exception]]) -> N
 
 def follow_up(services: Services, derivations: Sequence[Derivation]) -> None:
     """What applied deliveries ask for beyond their rows: the GitHub App installation they name (so
-    the App's tokens need no lookup), the months they changed warmed again (workers.warm), and the
+    the App's tokens need no lookup), the months they changed warmed again (tracker.reports.warm), and the
     files of heads not seen before."""
     installations = {d.full_name: d.installation_id for d in derivations if d.installation_id is not None}
     if installations:

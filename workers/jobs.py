@@ -1,4 +1,9 @@
-"""Job functions. They take ids and plain values, and running one twice changes nothing."""
+"""The jobs RQ runs, by the names stored in Redis with each job (`workers.jobs.<name>`, tracker.queue): those
+names never change, whatever moves behind them. Each job takes ids and plain values, looks up the worker's
+services (workers.runtime) and does its work; running one twice changes nothing. The delivery and head jobs
+are the workers' own and are written here; the others are one call into the feature they serve: history
+(tracker.history.jobs), month end and publishing (tracker.records), narration (tracker.narration.jobs), the
+warm (tracker.reports.warm)."""
 
 from __future__ import annotations
 
@@ -10,24 +15,27 @@ from contextlib import AbstractContextManager, ExitStack, nullcontext
 
 from rq import get_current_job
 
-from tracker import metrics
 from tracker.core.derive import PULL_REQUEST, derive
 from tracker.core.repository import repository_key
 from tracker.github.client import GitHubClient, RateLimited, RequestRefused, Unavailable
 from tracker.github.fetch import fetch_and_store
 from tracker.github.quota import QuotaTally
 from tracker.github.retry import held_back, next_run
+from tracker.history import jobs as history
+from tracker.history.github import DAILY
+from tracker.narration import jobs as narration
+from tracker.narration.client import ChatClient
 from tracker.queue import enqueue_finalize, enqueue_head_fetch, fetch_done, fetches_done
-from tracker.reports.records import due_months, final_request, finalize, readiness
+from tracker.records import jobs as records
+from tracker.records import publish
+from tracker.records.finalize import due_months, finalize
+from tracker.reports import warm
+from tracker.reports.warm import ask_for_warm
 from tracker.services import Services
 from tracker.store.heads import UNAVAILABLE, DeferredHeads, StoredHeads
 from workers.drain import follow_up
-from workers.history import reconciliations_due
-from workers.narrate import narration_settled, narrations_due
-from workers.publish import publish, publish_due_partials, publish_month  # noqa: F401  (a job: workers.jobs.publish_month)
 from workers.retention import apply_retention
 from workers.runtime import current
-from workers.warm import ask_for_warm
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +232,7 @@ def fetch_head_files(
 
 
 def warm_months(services: Services, stored: StoredHeads) -> None:
-    """Ask for the reports of the months whose PRs gained a head's files to be computed again (workers.warm):
+    """Ask for the reports of the months whose PRs gained a head's files to be computed again (tracker.reports.warm):
     a head's verdict changes what the month's report says, as a delivery does."""
     for repo, month in stored.months:
         ask_for_warm(services, repo, month)
@@ -265,54 +273,6 @@ class FetchFailed(RuntimeError):
     """Some heads of a batch could not be fetched (each was logged, and is in the job's error)."""
 
 
-# --- month end -------------------------------------------------------------------------------------
-
-# While the month's deliveries or files are still coming, a finalisation looks again this often,
-# until its deadline (TRACKER_FINALIZE_WAIT after it was asked for).
-FINALIZE_RECHECK_SECONDS = 15
-
-
-def finalize_month(
-    full_name: str, month: str, force: bool = False, trigger: str = "api", deadline: float = 0.0, attempt: int = 0
-) -> str:
-    """Freeze the month's final report as its record, once nothing it reads is pending and, for a repository
-    that uses the narrator, its narration ran or failed (or the deadline passed: the record then says what was
-    left pending); then publish it where configured."""
-    services = current()
-    request = final_request(services, full_name, month, force=force)
-    if not force:
-        existing = services.records.latest(request.repo, str(request.window.month))
-        if existing is not None:
-            return f"already recorded (revision {existing.revision})"
-    if time.time() < deadline and services.redis is not None:
-        # Deliveries and files first, then the narrator (which writes from them): each re-checked later.
-        waiting = readiness(services, request)
-        if not waiting.ready:
-            why = f"{waiting.pending_deliveries} deliveries and {waiting.pending_classification} PRs' files"
-        elif not narration_settled(services, full_name, month):
-            why = "the narrator"
-        else:
-            why = ""
-        if why:
-            enqueue_finalize(
-                services.records_queue,
-                full_name,
-                month,
-                force=force,
-                trigger=trigger,
-                deadline=deadline,
-                attempt=attempt + 1,
-                at=time.time() + FINALIZE_RECHECK_SECONDS,
-            )
-            return f"waiting for {why}"
-    record, created = finalize(services, full_name, month, force=force, trigger=trigger)
-    if not created:
-        return f"already recorded (revision {record.revision})"
-    metrics.finalized()
-    published = publish(services, record.full_name, record.month)
-    return f"recorded revision {record.revision}" + (f"; {published}" if published else "")
-
-
 def due_work() -> str:
     """The periodic look for what is due (RQ's cron scheduler runs it every few minutes): every
     month that ended, plus the grace, without a record is finalised, and old cache entries and runs are
@@ -334,9 +294,9 @@ def due_work() -> str:
         ):
             log.info("schedule: %s %s ended without a record: its finalisation is queued", full_name, month)
             queued += 1
-    partial = publish_due_partials(services)
-    reconciling = reconciliations_due(services)
-    narrating = narrations_due(services)
+    partial = publish.publish_due_partials(services)
+    reconciling = history.reconciliations_due(services)
+    narrating = narration.narrations_due(services)
     dropped = apply_retention(services)
     return (
         f"{len(due)} months due, {queued} finalisations queued"
@@ -345,3 +305,30 @@ def due_work() -> str:
         + (f"; {narrating} narrations queued" if narrating else "")
         + (f"; dropped {dropped}" if dropped else "")
     )
+
+
+# --- the features' jobs ------------------------------------------------------------------------------
+
+
+def finalize_month(
+    full_name: str, month: str, force: bool = False, trigger: str = "api", deadline: float = 0.0, attempt: int = 0
+) -> str:
+    return records.finalize_month(current(), full_name, month, force, trigger, deadline, attempt)
+
+
+def publish_month(full_name: str, month: str, edition: str, outages: int = 0) -> str:
+    return publish.publish_month(current(), full_name, month, edition, outages)
+
+
+def narrate_month(full_name: str, month: str, client: ChatClient | None = None) -> str:
+    return narration.narrate_month(current(), full_name, month, client)
+
+
+def read_history_job(
+    kind: str, full_name: str, start: int, end: int, attempt: int = 0, files: str = DAILY, outages: int = 0
+) -> str:
+    return history.read_history_job(current(), kind, full_name, start, end, attempt, files, outages)
+
+
+def warm_month(full_name: str, month: str) -> str:
+    return warm.warm_when_rested(current(), full_name, month)

@@ -1,4 +1,4 @@
-"""`tracker/core/history.py`: a PR's history rebuilt from GitHub's REST answers (the PR object and its
+"""`tracker/history/derive.py`: a PR's history rebuilt from GitHub's REST answers (the PR object and its
 issue timeline) gives the facts and attribute versions a webhook delivery would have.
 
 Documents are built by hand in the shape GitHub's REST API answers (only the fields a history reads),
@@ -17,15 +17,15 @@ from bench.fixtures.paths import FIXTURES, needs_shared
 from tests.support.clock import utc
 from tests.support.watchdog import finishes
 from tracker.core.attributes import AttributeVersion, version_at
-from tracker.core.history import (
+from tracker.core.payloads import IncompleteBody, MalformedBody
+from tracker.core.window import WindowError
+from tracker.history.derive import (
     History,
     derive_history,
     heads_needed,
     history_range,
     observation_document,
 )
-from tracker.core.payloads import IncompleteBody, MalformedBody
-from tracker.core.window import WindowError
 
 REPO = "octo-org/octo-repo"
 SHANGHAI = "Asia/Shanghai"

@@ -1,4 +1,4 @@
-"""`tracker/core/narration.py`: what a language model is sent for a section's prose, and how its answer
+"""`tracker/narration/schema.py`: what a language model is sent for a section's prose, and how its answer
 is checked before it may stand in a report (issue 13).
 
 The report is built as tests/core/test_report.py builds one (`report`), then laid out by hand in themes
@@ -18,7 +18,8 @@ import pytest
 
 from tests.core.test_report import MERGED, OPEN, PR, report
 from tests.support.watchdog import finishes
-from tracker.core.narration import (
+from tracker.core.report import DELIVERED, IN_PROGRESS, Highlight, Report, Section, Theme
+from tracker.narration.schema import (
     DATA_END,
     DATA_START,
     ENGLISH_END,
@@ -52,7 +53,6 @@ from tracker.core.narration import (
     translation_problems,
     validate,
 )
-from tracker.core.report import DELIVERED, IN_PROGRESS, Highlight, Report, Section, Theme
 
 ROUTER = "megatron/core/transformer/moe/router.py"
 PRS = [

@@ -1,4 +1,4 @@
-"""`tracker/core/narration.py`: the model's words may carry no address a reader could follow or be pinged by
+"""`tracker/narration/schema.py`: the model's words may carry no address a reader could follow or be pinged by
 (issue 31, item 6): no domain (`evil.example/reset`), no URL scheme (`javascript:`), no e-mail address, no
 @mention, and no PR number in any form, full-width ones included. Ordinary identifiers, versions and prose
 punctuation pass. Each case edits one sentence of tests/core/test_narration.py's valid Delivered prose.
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.core.test_narration import S, delivered_input, edited, found, sentence
-from tracker.core.narration import translation_problems, validate
+from tracker.narration.schema import translation_problems, validate
 
 
 def checked(text: str) -> list[tuple[str, str]]:

@@ -1,4 +1,4 @@
-"""`tracker/core/narration.py` in the report's shape (issue 32, item 8): a highlight is about one to three
+"""`tracker/narration/schema.py` in the report's shape (issue 32, item 8): a highlight is about one to three
 changes, every other change of a theme is in its `others` (listed in the theme's fold), the model writes the
 section's overview, the request says what matters, upkeep and reverted changes stay the report's own, and
 ordinary identifiers are prose that the report shows as written.
@@ -22,8 +22,9 @@ import cmarkgfm
 import pytest
 
 from tests.core.test_report import MERGED, OPEN, PR, TELEMETRY, report
-from tracker.core import narration
-from tracker.core.narration import (
+from tracker.core.report import DELIVERED, IN_PROGRESS, Report
+from tracker.narration import schema as narration
+from tracker.narration.schema import (
     MAX_THEMES,
     SectionProse,
     apply,
@@ -34,7 +35,6 @@ from tracker.core.narration import (
     translation_problems,
     validate,
 )
-from tracker.core.report import DELIVERED, IN_PROGRESS, Report
 from tracker.reports.render import render
 
 ATTENTION = (

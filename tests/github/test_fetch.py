@@ -95,8 +95,8 @@ def test_a_head_s_files_ask_for_the_month_s_report_to_be_warmed_again(
     app: Flask, client: FlaskClient, github: FakeGitHub
 ) -> None:
     """A head's verdict changes the month's report as a delivery does: the fetch that stores it asks for the
-    month's warm (workers.warm), so that a month whose last change was a classification is warmed too."""
-    from workers import warm
+    month's warm (tracker.reports.warm), so that a month whose last change was a classification is warmed too."""
+    from tracker.reports import warm
 
     deliver(client, PullRequestStory(1, at("2026-09-02T01:00:00Z")).opened())
     with app.app_context():

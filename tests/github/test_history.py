@@ -1,4 +1,4 @@
-"""`tracker/github/history.py` against a broken or hostile GitHub (issue 31): a run fails with an error
+"""`tracker/history/github.py` against a broken or hostile GitHub (issue 31): a run fails with an error
 that says what was wrong, and leaves the run failed with that detail; it never loops on."""
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from bench.fixtures.paths import require_shared
 require_shared()  # the fake GitHub (imported below) reads GitHub's example answers from ../shared as it loads
 
 from bench.fixtures.fake_github import FakeGitHub, Scripted  # noqa: E402
-from tracker.core.history import BACKFILL, history_range  # noqa: E402
-from tracker.github import history  # noqa: E402
 from tracker.github.client import BadAnswer, LimitExceeded  # noqa: E402
-from tracker.github.history import read_history  # noqa: E402
+from tracker.history import github as history  # noqa: E402
+from tracker.history.derive import BACKFILL, history_range  # noqa: E402
+from tracker.history.github import read_history  # noqa: E402
+from tracker.history.jobs import target  # noqa: E402
+from tracker.history.store import FAILED  # noqa: E402
 from tracker.services import Services  # noqa: E402
 from tracker.settings import Settings  # noqa: E402
-from tracker.store.history import FAILED  # noqa: E402
-from workers.history import target  # noqa: E402
 
 REPO = "NVIDIA/Megatron-LM"
 

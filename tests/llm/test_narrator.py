@@ -1,4 +1,4 @@
-"""tracker/llm/narrator.py against a local fake OpenAI-compatible server (tests/support/fake_openai.py).
+"""tracker/narration/narrator.py against a local fake OpenAI-compatible server (tests/support/fake_openai.py).
 
 Each case scripts the model's answers and checks that the narration ends in validated prose or in the
 documented fallback, never in prose that mis-cites: valid output; invalid JSON; a change dropped, one
@@ -24,11 +24,11 @@ from tests.core.test_narration import PRS, VALID, laid_out
 from tests.core.test_report import MERGED, PR
 from tests.support.bullets import CITATION
 from tests.support.fake_openai import FakeOpenAI, Reply, Slow, Status
-from tracker.core import narration
-from tracker.core.narration import SectionProse
 from tracker.core.report import DELIVERED, IN_PROGRESS
-from tracker.llm.client import ChatClient
-from tracker.llm.narrator import Fallback, narrate
+from tracker.narration import schema as narration
+from tracker.narration.client import ChatClient
+from tracker.narration.narrator import Fallback, narrate
+from tracker.narration.schema import SectionProse
 from tracker.reports.render import markdown_text, render
 
 OPEN_VALID: dict[str, Any] = {

@@ -1,4 +1,4 @@
-"""`tracker/reports/records.py` and `tracker/store/records.py`: a month's final report frozen as its
+"""`tracker/records/finalize.py` and `tracker/records/store.py`: a month's final report frozen as its
 record, on SQLite and PostgreSQL, with expectations written by hand."""
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from tests.support.clock import at
 from tests.support.tracking import Tracker
 from tracker.config import RepositoryConfig, TrackerConfig
 from tracker.core.window import Month, WindowError, month_window
-from tracker.reports.loading import UnknownRepository, report_for
-from tracker.reports.records import (
+from tracker.records.finalize import (
     MonthNotEnded,
     due_months,
     finalize,
@@ -27,13 +26,14 @@ from tracker.reports.records import (
     month_end,
     served_record,
 )
+from tracker.records.store import DOCUMENTS, MonthRecord, RecordStore
+from tracker.reports.loading import UnknownRepository, report_for
 from tracker.reports.render import render
 from tracker.reports.request import MonthRequest
 from tracker.store.database import connect
 from tracker.store.heads import HeadStore
 from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState
-from tracker.store.records import DOCUMENTS, MonthRecord, RecordStore
 
 pytestmark = needs_shared
 

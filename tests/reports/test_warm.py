@@ -1,4 +1,4 @@
-"""A month warmed by the workers (tracker.reports.warm, workers.warm): its month-to-date documents and groupings
+"""A month warmed by the workers (tracker.reports.warm): its month-to-date documents and groupings
 computed before anyone asks, equal to what a request computes from nothing, refreshed by the next change,
 and at most one warm job waiting per month. Real app, real Redis, real ledger; deliveries through the
 webhook and the worker's jobs."""
@@ -23,6 +23,7 @@ from bench.fixtures.factory import PullRequestStory  # noqa: E402
 from tests.support.app import post, release_due_jobs, run_jobs  # noqa: E402
 from tracker.core import clusters  # noqa: E402
 from tracker.core.window import Month, month_window, today_in  # noqa: E402
+from tracker.queue import WARM_FUNCTION  # noqa: E402
 from tracker.reports import groupings, warm  # noqa: E402
 from tracker.reports.cache import render_key, rendered_bytes  # noqa: E402
 from tracker.reports.loading import resolve  # noqa: E402
@@ -30,7 +31,7 @@ from tracker.reports.render import Document  # noqa: E402
 from tracker.reports.warm import DOCUMENTS, warm_month  # noqa: E402
 from tracker.services import Services  # noqa: E402
 from tracker.web.context import services  # noqa: E402
-from workers import warm as warm_job  # noqa: E402
+from workers.jobs import warm_month as warm_job  # noqa: E402
 
 REPO = "octo-org/octo-repo"
 TIMEZONE = "Asia/Shanghai"
@@ -127,44 +128,44 @@ def test_at_most_one_warm_job_waits_per_month(app: Flask, client: FlaskClient, b
     queue = built.records_queue
     redis = built.require_redis()
     redis.flushdb()
-    assert warm_job.ask_for_warm(built, REPO, month) is True
-    assert warm_job.ask_for_warm(built, REPO, month) is False  # one waits already
-    assert warm_job.ask_for_warm(built, REPO.upper(), month) is False  # the same repository
-    assert warm_job.ask_for_warm(built, REPO, "2026-01") is True  # another month
+    assert warm.ask_for_warm(built, REPO, month) is True
+    assert warm.ask_for_warm(built, REPO, month) is False  # one waits already
+    assert warm.ask_for_warm(built, REPO.upper(), month) is False  # the same repository
+    assert warm.ask_for_warm(built, REPO, "2026-01") is True  # another month
     scheduled = ScheduledJobRegistry(queue=queue, connection=redis)  # type: ignore[no-untyped-call]
     assert queue.count == 0  # each waits WARM_DELAY: a burst of batches is warmed once
     jobs = [queue.fetch_job(job_id) for job_id in scheduled.get_job_ids()]
-    assert [job.func_name for job in jobs if job is not None] == [warm_job.WARM_FUNCTION] * 2
+    assert [job.func_name for job in jobs if job is not None] == [WARM_FUNCTION] * 2
     due = scheduled.get_scheduled_time(scheduled.get_job_ids()[0]).timestamp()
-    assert time.time() + warm_job.WARM_DELAY - 2 < due <= time.time() + warm_job.WARM_DELAY
-    assert 0 < redis.ttl(warm_job.waiting_key(REPO, month)) <= warm_job.WAITING_TTL
+    assert time.time() + warm.WARM_DELAY - 2 < due <= time.time() + warm.WARM_DELAY
+    assert 0 < redis.ttl(warm.waiting_key(REPO, month)) <= warm.WAITING_TTL
     for each in (month, "2026-01"):
         rested(redis, each)
     assert release_due_jobs(app, at=due + 1) == 2
     run_jobs(app)
     assert queue.count == 0
-    assert not redis.exists(warm_job.waiting_key(REPO, month))  # the job took it: the next change asks again
+    assert not redis.exists(warm.waiting_key(REPO, month))  # the job took it: the next change asks again
     assert all(redis.exists(key) for key in warm_keys(redis, built).values())
     # The month keeps changing: its next warm starts WARM_EVERY after the last one started, not before.
-    started = float(redis.get(warm_job.last_key(REPO, month)))
+    started = float(redis.get(warm.last_key(REPO, month)))
     assert time.time() - 60 < started <= time.time()
-    assert warm_job.ask_for_warm(built, REPO, month) is True
+    assert warm.ask_for_warm(built, REPO, month) is True
     ids = [job_id for job_id in scheduled.get_job_ids() if job_id not in {job.id for job in jobs if job}]
     assert len(ids) == 1
     due = scheduled.get_scheduled_time(ids[0]).timestamp()
-    assert started + warm_job.WARM_EVERY - 2 < due <= started + warm_job.WARM_EVERY + 1
+    assert started + warm.WARM_EVERY - 2 < due <= started + warm.WARM_EVERY + 1
     # A month warmed long ago (or never): WARM_DELAY after the change.
-    redis.set(warm_job.last_key(REPO, month), started - 10 * warm_job.WARM_EVERY)
-    redis.delete(warm_job.waiting_key(REPO, month))
-    assert warm_job.ask_for_warm(built, REPO, month) is True
+    redis.set(warm.last_key(REPO, month), started - 10 * warm.WARM_EVERY)
+    redis.delete(warm.waiting_key(REPO, month))
+    assert warm.ask_for_warm(built, REPO, month) is True
     later = [job_id for job_id in scheduled.get_job_ids() if job_id not in {*ids, *(job.id for job in jobs if job)}]
     due = scheduled.get_scheduled_time(later[0]).timestamp()
-    assert time.time() + warm_job.WARM_DELAY - 2 < due <= time.time() + warm_job.WARM_DELAY
+    assert time.time() + warm.WARM_DELAY - 2 < due <= time.time() + warm.WARM_DELAY
 
 
-def rested(redis: Redis, month: str, seconds: float = warm_job.WARM_DELAY + 1) -> None:
+def rested(redis: Redis, month: str, seconds: float = warm.WARM_DELAY + 1) -> None:
     """The month's last change `seconds` ago, as if the deliveries had stopped then."""
-    redis.set(warm_job.changed_key(REPO, month), time.time() - seconds)
+    redis.set(warm.changed_key(REPO, month), time.time() - seconds)
 
 
 def test_a_month_that_keeps_changing_is_warmed_once_it_rests_or_at_the_latest_warm_longest_after(
@@ -189,26 +190,26 @@ def test_a_month_that_keeps_changing_is_warmed_once_it_rests_or_at_the_latest_wa
         assert job is not None
         return str(job.return_value())
 
-    assert warm_job.ask_for_warm(built, REPO, month) is True
+    assert warm.ask_for_warm(built, REPO, month) is True
     rested(redis, month, 3.0)  # a batch 3 s ago: the month is still changing
     said = run_the_due_job()
     assert "warmed once it rests" in said, said
     assert not any(redis.exists(key) for key in warm_keys(redis, built).values())  # nothing read
-    assert redis.exists(warm_job.waiting_key(REPO, month))  # it waits again, the only one
+    assert redis.exists(warm.waiting_key(REPO, month))  # it waits again, the only one
     (job_id,) = scheduled.get_job_ids()
     due = scheduled.get_scheduled_time(job_id).timestamp()
-    assert time.time() + warm_job.WARM_DELAY - 3 - 2 < due <= time.time() + warm_job.WARM_DELAY - 3 + 1
-    assert warm_job.ask_for_warm(built, REPO, month) is False  # another batch: the waiting job will see it
+    assert time.time() + warm.WARM_DELAY - 3 - 2 < due <= time.time() + warm.WARM_DELAY - 3 + 1
+    assert warm.ask_for_warm(built, REPO, month) is False  # another batch: the waiting job will see it
     rested(redis, month)
     assert "earlier cutoffs grouped" in run_the_due_job()
     assert all(redis.exists(key) for key in warm_keys(redis, built).values())
-    assert not redis.exists(warm_job.waiting_key(REPO, month))
+    assert not redis.exists(warm.waiting_key(REPO, month))
     assert scheduled.get_job_ids() == []
     # A month that never rests is warmed WARM_LONGEST after the change that asked for the warm.
     redis.flushdb()
-    assert warm_job.ask_for_warm(built, REPO, month) is True
-    asked = time.time() - warm_job.WARM_LONGEST - 1
-    redis.set(warm_job.waiting_key(REPO, month), asked)
+    assert warm.ask_for_warm(built, REPO, month) is True
+    asked = time.time() - warm.WARM_LONGEST - 1
+    redis.set(warm.waiting_key(REPO, month), asked)
     rested(redis, month, 0.5)
     assert "earlier cutoffs grouped" in run_the_due_job()
     assert all(redis.exists(key) for key in warm_keys(redis, built).values())
@@ -227,12 +228,12 @@ def test_the_job_passes_over_the_earlier_cutoffs_of_a_month_that_rested_not_of_o
 
     monkeypatch.setattr(warm, "warm_month", recorded)
     rested(redis, month)  # no change for longer than WARM_DELAY
-    warm_job.warm_month(REPO, month)
-    redis.set(warm_job.waiting_key(REPO, month), time.time() - warm_job.WARM_LONGEST - 1)
+    warm_job(REPO, month)
+    redis.set(warm.waiting_key(REPO, month), time.time() - warm.WARM_LONGEST - 1)
     rested(redis, month, 0.5)  # still changing, but asked WARM_LONGEST ago: warmed in the stream
-    warm_job.warm_month(REPO, month)
-    redis.delete(warm_job.changed_key(REPO, month))  # no change on record (expired): nothing is changing
-    warm_job.warm_month(REPO, month)
+    warm_job(REPO, month)
+    redis.delete(warm.changed_key(REPO, month))  # no change on record (expired): nothing is changing
+    warm_job(REPO, month)
     assert asked == [True, False, True]
 
 
@@ -240,9 +241,9 @@ def test_the_job_says_what_it_did(app: Flask, client: FlaskClient, built: Servic
     deliver(client, app, 1, "Add a paged KV cache for inference")
     month = str(this_month())
     built.require_redis().flushdb()
-    assert warm_job.warm_month(REPO, month).endswith(f"{len(DOCUMENTS)} rendered, 0 cached")
-    assert warm_job.warm_month(REPO, month).endswith(f"0 rendered, {len(DOCUMENTS)} cached")
-    assert warm_job.warm_month("someone/else", month) == f"nothing to warm for {month} of someone/else"
+    assert warm_job(REPO, month).endswith(f"{len(DOCUMENTS)} rendered, 0 cached")
+    assert warm_job(REPO, month).endswith(f"0 rendered, {len(DOCUMENTS)} cached")
+    assert warm_job("someone/else", month) == f"nothing to warm for {month} of someone/else"
 
 
 def deliver_in(client: FlaskClient, app: Flask, number: int, title: str, opened: datetime) -> None:

@@ -351,7 +351,7 @@ DERIVED_TABLES = (
 # from its sources (`tracker rebuild`, which `tracker run` does by itself) before it is used.
 DERIVED_SCHEMA = "2"
 
-# The language-model narrator's validated prose (tracker.store.narrations), by what it describes: not
+# The language-model narrator's validated prose (tracker.narration.store), by what it describes: not
 # derived from the ledger (a rebuild keeps it; asking the model again costs money).
 narrations = Table(
     "narrations",

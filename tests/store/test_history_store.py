@@ -1,4 +1,4 @@
-"""`tracker/store/history.py` (observations, runs and their checkpoints, coverage) on each test
+"""`tracker/history/store.py` (observations, runs and their checkpoints, coverage) on each test
 database, with the fact identity of `tracker.store.month_state` and the derived-schema check of
 `tracker.store.database` that makes `Services.from_settings` ask for `tracker rebuild`."""
 
@@ -15,11 +15,18 @@ from bench.fixtures.factory import delivery, pr_payload
 from bench.fixtures.paths import needs_shared
 from tests.support.clock import utc
 from tracker.core.derive import derive
-from tracker.core.history import BACKFILL, RECONCILIATION, History, derive_history, observation_document, observation_id
+from tracker.history.derive import (
+    BACKFILL,
+    RECONCILIATION,
+    History,
+    derive_history,
+    observation_document,
+    observation_id,
+)
+from tracker.history.store import DONE, FAILED, QUEUED, RUNNING, WAITING, HistoryStore
 from tracker.services import Services
 from tracker.settings import SettingsError, load_settings
 from tracker.store.database import derived_schema_outdated
-from tracker.store.history import DONE, FAILED, QUEUED, RUNNING, WAITING, HistoryStore
 from tracker.store.month_state import MonthState, write_derivations
 from tracker.store.schema import DERIVED_TABLES, ledger_meta, observations, pr_facts
 

@@ -42,7 +42,8 @@ from tests.store import previous_schema
 from tests.support.app import SECRET, BurstWorker, running_app, signed_headers
 from tracker.config import load_config
 from tracker.core.classify import ChangedFile
-from tracker.core.history import derive_history
+from tracker.history.derive import derive_history
+from tracker.history.store import HistoryStore
 from tracker.reports.loading import report_for, resolve
 from tracker.reports.render import render
 from tracker.reports.request import ReportServices
@@ -57,7 +58,6 @@ from tracker.store.database import (
     migrate,
     open_engine,
 )
-from tracker.store.history import HistoryStore
 from tracker.store.ledger import Ledger
 from tracker.store.migrations import carry_over
 from tracker.store.rebuild import upgrade

@@ -453,7 +453,8 @@ def test_a_month_of_the_longest_bodies_keeps_a_digest_the_size_of_its_prs_and_th
 
     from bench.fixtures.factory import delivery, pr_payload
     from tests.support.app import post, run_jobs
-    from tracker.core import clusters, narration
+    from tracker.core import clusters
+    from tracker.narration import schema as narration
     from tracker.reports.cache import rendered_bytes
     from tracker.reports.digests import digest_key, forget_held, keep_digest
     from tracker.reports.loading import report_for, resolve
@@ -548,7 +549,7 @@ def test_a_long_bodys_excerpt_gives_the_report_and_the_narrator_what_the_body_gi
     import random
 
     from tests.core.test_report import MERGED, OPEN, PR, report
-    from tracker.core import narration
+    from tracker.narration import schema as narration
     from tracker.reports.render import render_bytes
     from tracker.store.month_digest import KEPT_BODY, body_excerpt
 

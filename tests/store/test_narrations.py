@@ -1,4 +1,4 @@
-"""`tracker/store/narrations.py` on each test database: the cache of the narrator's validated prose, keyed
+"""`tracker/narration/store.py` on each test database: the cache of the narrator's validated prose, keyed
 by (repository, month, section, content digest, prompt version, model), its usage per month, its pruning,
 and `content_digest`, which decides when a section is asked again."""
 
@@ -10,7 +10,8 @@ from dataclasses import replace
 import pytest
 from sqlalchemy import Engine, inspect, update
 
-from tracker.core.narration import (
+from tracker.core.report import DELIVERED, IN_PROGRESS
+from tracker.narration.schema import (
     GroupText,
     HighlightOutline,
     HighlightProse,
@@ -19,8 +20,7 @@ from tracker.core.narration import (
     ThemeOutline,
     ThemeProse,
 )
-from tracker.core.report import DELIVERED, IN_PROGRESS
-from tracker.store.narrations import NarrationStore, Spent, StoredNarration, Usage, content_digest, narrations
+from tracker.narration.store import NarrationStore, Spent, StoredNarration, Usage, content_digest, narrations
 from tracker.store.schema import metadata
 
 REPO = "Octo-Org/Octo-Repo"

@@ -2,7 +2,7 @@
 month's records: each must search an index, never read a table whole (then it costs more with each month
 the ledger keeps). SQLite searches a key by a list of rows on its first column only, so the head look-ups
 name the PR numbers on their own too (tracker.store.heads, tracker.store.month_state), and the
-deliveries after a record name every status (tracker.store.records)."""
+deliveries after a record name every status (tracker.records.store)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from sqlalchemy import Engine, select, tuple_
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.sql import ClauseElement
 
+from tracker.records.store import deliveries_since_query
 from tracker.store.heads import latest_heads_query, unknown_query
 from tracker.store.month_state import head_details_queries
-from tracker.store.records import deliveries_since_query
 from tracker.store.schema import head_files
 
 HEADS = [(7, "a" * 40), (9, "b" * 40), (12, "c" * 40)]

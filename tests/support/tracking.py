@@ -11,12 +11,12 @@ from bench.fixtures import factory
 from tracker.config import TrackerConfig
 from tracker.core.classify import ChangedFile
 from tracker.core.derive import derive
+from tracker.history.store import HistoryStore
+from tracker.narration.store import NarrationStore
+from tracker.records.store import RecordStore
 from tracker.store.heads import HeadStore
-from tracker.store.history import HistoryStore
 from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState
-from tracker.store.narrations import NarrationStore
-from tracker.store.records import RecordStore
 
 
 @dataclass

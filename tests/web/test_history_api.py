@@ -1,4 +1,4 @@
-"""History over HTTP (`tracker/web/history.py`, and `history` in `GET /api/v1/status`): queueing a
+"""History over HTTP (`tracker/history/views.py`, and `history` in `GET /api/v1/status`): queueing a
 backfill is for the admin only and puts one job on the `github` queue of the real Redis; a
 repository's runs and coverage are shown as its reports are (private ones to the admin only); the
 admin token is never echoed."""
@@ -108,7 +108,7 @@ def test_a_backfill_is_queued_on_the_github_queue(client: FlaskClient, redis_url
     may = (utc("2026-04-30T16:00:00Z"), utc("2026-05-31T16:00:00Z"))
     (job,) = github_jobs(redis_url)
     assert job.id == answer.get_json()["job"]
-    assert job.func_name == "workers.history.read_history_job"
+    assert job.func_name == "workers.jobs.read_history_job"
     assert job.args[:5] == ("backfill", REPO, *may, 0)  # kind, repository, range, attempt
     (run,) = runs(client, answer.headers["Location"])
     assert (run["repo"], run["kind"], run["state"]) == (REPO, "backfill", "queued")

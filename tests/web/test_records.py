@@ -1,4 +1,4 @@
-"""Month records over HTTP (`tracker/web/records.py`) and from the schedule (`workers.jobs.due_work`),
+"""Month records over HTTP (`tracker/records/views.py`) and from the schedule (`workers.jobs.due_work`),
 through the real app, real Redis and a real ledger."""
 
 from __future__ import annotations

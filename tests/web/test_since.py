@@ -27,10 +27,10 @@ from bench.fixtures.fake_github import FakeGitHub  # noqa: E402
 from bench.fixtures.scenario import REPO, MonthScenario, megatron_month  # noqa: E402
 from tests.support.app import month_app  # noqa: E402
 from tests.web.test_drilldown import EXAMPLE_CONFIG, MONTH, with_extra  # noqa: E402
+from tracker.records import store as records  # noqa: E402
+from tracker.records.publish import PARTIAL, _documents  # noqa: E402
 from tracker.settings import Settings  # noqa: E402
-from tracker.store import records  # noqa: E402
 from tracker.web.context import services  # noqa: E402
-from workers.publish import PARTIAL, _documents  # noqa: E402
 
 REPORT = f"/reports/{REPO}/{MONTH}"
 PAIRS = (

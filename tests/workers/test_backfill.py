@@ -25,17 +25,18 @@ from bench.fixtures.scenario import REPO, MonthScenario, megatron_month  # noqa:
 from bench.fixtures.world import publish_world  # noqa: E402
 from tests.support.app import SECRET, post, run_jobs, running_app  # noqa: E402
 from tests.support.app import deliver_month as deliver  # noqa: E402
-from tracker.core.history import BACKFILL, RECONCILIATION, history_range  # noqa: E402
 from tracker.github.client import RateLimited  # noqa: E402
 from tracker.github.fetch import fetch_and_store  # noqa: E402
-from tracker.github.history import END, Target, read_history  # noqa: E402
+from tracker.history.derive import BACKFILL, RECONCILIATION, history_range  # noqa: E402
+from tracker.history.github import END, Target, read_history  # noqa: E402
+from tracker.history.jobs import target  # noqa: E402
+from tracker.history.store import DONE, WAITING  # noqa: E402
 from tracker.reports.loading import report_for, resolve  # noqa: E402
 from tracker.reports.render import render  # noqa: E402
 from tracker.services import Services  # noqa: E402
 from tracker.settings import Settings  # noqa: E402
-from tracker.store.history import DONE, WAITING  # noqa: E402
 from tracker.web.context import services  # noqa: E402
-from workers.history import read_history_job, target  # noqa: E402
+from workers.jobs import read_history_job  # noqa: E402
 
 EXAMPLE_CONFIG = ROOT / "examples" / "megatron-lm.yaml"
 CUTOFFS = ("2026-05-09", "2026-05-15", "2026-05-31")

@@ -1,4 +1,4 @@
-"""workers/narrate.py: the narrator's job, through the app, with May 2026 received as webhooks and a fake
+"""tracker/narration/jobs.py: the narrator's job, through the app, with May 2026 received as webhooks and a fake
 OpenAI-compatible server answering.
 
 Before the job the report is deterministic and its JSON says the narrator is waiting; the job asks the
@@ -23,8 +23,8 @@ from flask.testing import FlaskClient
 from bench.fixtures.paths import require_shared
 from tests.support.app import run_jobs, running_app
 from tests.support.fake_openai import FakeOpenAI, Reply, Status
-from tracker.core import narration
-from tracker.llm.client import ChatClient
+from tracker.narration import schema as narration
+from tracker.narration.client import ChatClient
 from tracker.settings import Settings
 from tracker.web.context import services
 from workers import runtime
@@ -33,7 +33,7 @@ require_shared()
 
 from bench.fixtures.scenario import REPO, megatron_month  # noqa: E402
 from tests.support.app import deliver_month as deliver  # noqa: E402
-from workers.narrate import narrate_month  # noqa: E402
+from workers.jobs import narrate_month  # noqa: E402
 
 MONTH = "2026-05"
 
@@ -193,7 +193,7 @@ def test_the_job_does_nothing_for_a_repository_that_did_not_opt_in(
 def test_the_schedule_queues_the_current_and_unrecorded_previous_month_once_an_hour(
     narrated: tuple[Flask, FlaskClient],
 ) -> None:
-    from workers.narrate import narrations_due
+    from tracker.narration.jobs import narrations_due
 
     app, _ = narrated
     with app.app_context():
@@ -211,7 +211,7 @@ def test_the_schedule_asks_again_for_last_month_while_its_record_lacks_prose(
     prose then adds a revision of the record); once the record has it all, only this month is asked."""
     from types import SimpleNamespace
 
-    from workers.narrate import narrations_due
+    from tracker.narration.jobs import narrations_due
 
     app, _ = narrated
     with app.app_context():
@@ -352,7 +352,7 @@ def test_a_rate_limit_another_job_met_holds_the_narrator_back(
 def test_the_months_bill_counts_every_request_and_survives_pruning(
     narrated: tuple[Flask, FlaskClient], fake: FakeOpenAI
 ) -> None:
-    from tracker.store.narrations import NarrationStore
+    from tracker.narration.store import NarrationStore
 
     app, client = narrated
     fake.script(Status(500), Status(500))  # one try per section, nothing stored
@@ -458,7 +458,7 @@ def refusal() -> Reply:
 def stored_rows(app: Flask) -> list[Any]:
     from sqlalchemy import select
 
-    from tracker.store.narrations import _record
+    from tracker.narration.store import _record
     from tracker.store.schema import narrations
 
     with app.app_context(), services().state.engine.connect() as conn:
@@ -470,7 +470,7 @@ def test_refusals_are_said_backed_off_and_forced(
 ) -> None:
     from dataclasses import replace
 
-    from tracker.store.narrations import NarrationStore
+    from tracker.narration.store import NarrationStore
 
     app, client = small
     settings = enabled_settings(app)
@@ -530,7 +530,7 @@ def test_a_failing_endpoint_is_said_logged_in_status_and_fails_the_command(
     # A wrong key, in the job: said, logged, in status, nothing stored (the next run asks again).
     with FakeOpenAI(api_key="sk-right") as keyed, app.app_context():
         wrong = ChatClient(keyed.url, "sk-wrong", "test-model", timeout=5.0, sleep=lambda _: None)
-        with caplog.at_level("WARNING", logger="workers.narrate"):
+        with caplog.at_level("WARNING", logger="tracker.narration.jobs"):
             said = narrate_month(REPO, MONTH, client=wrong)
         assert len(keyed.requests) == 1  # a wrong key is not retried
     assert said.startswith("0 of 1 sections narrated; delivered: deterministic text (http)")
@@ -602,7 +602,7 @@ def test_finalising_waits_for_the_narration_and_late_prose_adds_a_revision(
     assert "was written by a language model" in record.document("md", "en")
 
     # A month frozen without its prose (the deadline passed) gets a revision once the prose is written.
-    from tracker.store.narrations import NarrationStore
+    from tracker.narration.store import NarrationStore
 
     with app.app_context():
         s = services()

@@ -1,4 +1,4 @@
-"""`workers/publish.py`: a month published as files and as one GitHub issue (the local fake GitHub),
+"""`tracker/records/publish.py`: a month published as files and as one GitHub issue (the local fake GitHub),
 after a finalisation and weekly while the month runs, through the real app, Redis and ledger."""
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from tests.support.app import post, release_due_jobs, run_jobs, running_app
 from tests.support.clock import at
 from tracker.config import PublishConfig
 from tracker.core.window import Month, today_in
+from tracker.records.publish import as_file, as_issue, file_path, write_atomically
 from tracker.settings import Settings
 from tracker.web.context import services
 from workers import runtime
 from workers.jobs import due_work
-from workers.publish import as_file, as_issue, file_path, write_atomically
 
 REPO = "octo-org/octo-repo"
 TARGET = "octo-org/reports"

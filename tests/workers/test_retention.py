@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, update
 
+from tracker.history.store import DONE, FAILED, RUNNING, HistoryStore
 from tracker.services import Services
 from tracker.settings import Settings
-from tracker.store.history import DONE, FAILED, RUNNING, HistoryStore
 from tracker.store.http_cache import SqlResponseCache
 from tracker.store.ledger import now_ms
 from tracker.store.schema import coverage, history_done, history_runs, http_cache

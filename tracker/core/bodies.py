@@ -1,6 +1,6 @@
 """A PR's body as reports read it: its text, untrusted, cleaned once for every reader. Pure.
 
-The narrator's request (tracker.core.narration) and the summary sentence of a highlight
+The narrator's request (tracker.narration.schema) and the summary sentence of a highlight
 (tracker.core.descriptions) both read `body_text(body)[:READ]`, and nothing else of a body: so the month's
 digest can keep a long body as that text (tracker.store.month_digest.body_excerpt) and every report made
 from the digest is the one the whole body makes.

@@ -1,7 +1,7 @@
 """Which days of a report's window have complete history. Pure.
 
 History is complete over an interval when something saw all of it: webhook deliveries (from the
-first instant one stamped on), a backfill, or a reconciliation (tracker.store.history). A report
+first instant one stamped on), a backfill, or a reconciliation (tracker.history.store). A report
 says which local days of its window fall outside every such interval, and how to fill them.
 """
 

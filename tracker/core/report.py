@@ -117,7 +117,7 @@ class Highlight:
     en: str
     zh: str
     changes: tuple[Change, ...]
-    # Prose from the language-model narrator (validated, tracker.core.narration): one sentence about all
+    # Prose from the language-model narrator (validated, tracker.narration.schema): one sentence about all
     # of the changes, which the report cites after it, in place of the name and the titles.
     sentence_en: str = ""
     sentence_zh: str = ""
@@ -185,7 +185,7 @@ class Section:
     # Changes undone within the window, each (change, the revert that undid it; None when that revert is
     # itself cited in an earlier pair): not delivered work, said in one line (tracker.core.noise).
     reverted: tuple[tuple[Change, Change | None], ...] = ()
-    # The language-model narrator's overview of the section (validated, tracker.core.narration), in place of
+    # The language-model narrator's overview of the section (validated, tracker.narration.schema), in place of
     # the one the report writes from its content (tracker.reports.render.overview); "" without one.
     overview_en: str = ""
     overview_zh: str = ""

@@ -63,7 +63,7 @@ RESPONSE_DEADLINE = 60.0  # seconds from the start of a request (its connection 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # of a body, decompressed
 MAX_REDIRECTS = 5  # GitHub redirects a renamed repository or a transferred issue once
 # Pages of 100 a listing follows: GitHub's documented limits where there are some (3,000 files of a
-# pull request, 250 commits), else MAX_PAGES (10,000 items); tracker.github.history gives the list
+# pull request, 250 commits), else MAX_PAGES (10,000 items); tracker.history.github gives the list
 # of pull requests its own.
 MAX_PAGES = 100
 FILES_PAGES = 30

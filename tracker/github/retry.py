@@ -18,8 +18,8 @@ re-schedules itself through its own `tracker.queue.enqueue_*`):
   the same answer, so the job fails at once (or records what GitHub no longer has).
 
 Without Redis there is no queue to wait in, and the job fails with the error: a command in the
-terminal sleeps through a rate limit itself (`tracker.github.history.wait_for`,
-`workers.narrate.narrate_until`).
+terminal sleeps through a rate limit itself (`tracker.history.github.wait_for`,
+`tracker.narration.jobs.narrate_until`).
 """
 
 from __future__ import annotations

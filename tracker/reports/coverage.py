@@ -8,7 +8,7 @@ from typing import Any
 
 from tracker.core.coverage import Coverage, merged, window_coverage
 from tracker.core.window import Window, iso_utc
-from tracker.store.history import HistoryStore
+from tracker.history.store import HistoryStore
 
 
 def window_coverage_of(history: HistoryStore, full_name: str, window: Window, now: int | None = None) -> Coverage:

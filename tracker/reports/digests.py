@@ -313,7 +313,7 @@ def _patched_window(
     """The month's latest digest (kept at an older version) at the window, with the PRs changed since read
     again (tracker.store.changes), and the month's version it is as of: under a stream of deliveries the
     month changes every few hundred milliseconds while a worker keeps its digest once a minute
-    (workers.warm). None when there is no such digest, or the changes since are not all known."""
+    (tracker.reports.warm). None when there is no such digest, or the changes since are not all known."""
     month, timezone = str(window.month), window.timezone
     base = cast(bytes | None, cache.get(_base_key(config, full_name, month, timezone, generation)))
     if base is None:

@@ -1,5 +1,6 @@
 """What produced a kept value: one fingerprint of the release and of every source that computes or renders a
-report (tracker.core, tracker.store, tracker.reports and its templates), in the key of every report cache (the
+report (tracker.core, tracker.store, tracker.reports and its templates, and the features a report reads:
+tracker.history, tracker.records, tracker.narration), in the key of every report cache (the
 rendered documents, tracker.reports.cache; the month digests, tracker.reports.digests; the groupings,
 tracker.reports.groupings), so that an upgrade that changes any of them never serves what the old code made.
 One fingerprint for all of them: an upgrade that changes one source makes each cache miss once, which costs a
@@ -13,7 +14,15 @@ from pathlib import Path
 from tracker import __version__
 
 _PACKAGE = Path(__file__).resolve().parent.parent  # tracker/
-SOURCES = (("core", "*.py"), ("store", "*.py"), ("reports", "*.py"), ("reports/templates", "*"))
+SOURCES = (
+    ("core", "*.py"),
+    ("store", "*.py"),
+    ("reports", "*.py"),
+    ("reports/templates", "*"),
+    ("history", "*.py"),
+    ("records", "*.py"),
+    ("narration", "*.py"),
+)
 
 
 def code_fingerprint() -> str:

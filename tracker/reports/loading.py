@@ -14,11 +14,11 @@ from tracker.core.report import Report, build_report
 from tracker.core.since import Since, since_of
 from tracker.core.snapshot import MonthSnapshot, build_snapshot
 from tracker.core.window import month_window, resolve_window, today_in
+from tracker.narration.prose import with_prose
 from tracker.reports.collector import collector_paused
 from tracker.reports.coverage import window_coverage_of
 from tracker.reports.digests import KeptDigest, cached_fold
 from tracker.reports.groupings import SharedGroupings
-from tracker.reports.prose import with_prose
 from tracker.reports.render import json_bytes
 from tracker.reports.request import MonthRequest, ReportServices
 from tracker.store.month_digest import MonthDigest

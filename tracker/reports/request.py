@@ -9,11 +9,11 @@ from typing import Protocol
 
 from tracker.config import TrackerConfig
 from tracker.core.window import Window
-from tracker.store.history import HistoryStore
+from tracker.history.store import HistoryStore
+from tracker.narration.store import NarrationStore
+from tracker.records.store import RecordStore
 from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState
-from tracker.store.narrations import NarrationStore
-from tracker.store.records import RecordStore
 
 
 class ReportServices(Protocol):

@@ -19,24 +19,38 @@ date: `current`, the month without a cutoff, or today's cutoff, which are one wi
   a second of clustering in the first request of any such cutoff.
 
 A month whose final report is its record is served from the record, so nothing is warmed for it.
+
+When (`ask_for_warm`, `warm_when_rested`: the warm job, `workers.jobs.warm_month`): after a batch of
+deliveries or fetched heads, each month the batch changed notes when it last changed and queues a warm job
+WARM_DELAY seconds later unless one waits already (a SET NX: until the job starts no other is queued for
+the month). A burst of batches costs one warm, not a render after every batch. The job waits for the month to
+rest: when the month changed less than WARM_DELAY seconds ago it schedules itself again for when it will have
+rested that long, though at most WARM_LONGEST seconds after the change that asked for it (under a stream what a
+warm keeps is out of date within milliseconds, and each web process reads again only what changed since:
+tracker.reports.digests). The job deletes its key before it reads the month, so whatever changes the month
+after that asks for the next warm; the key expires, in case a worker died holding the job. A month is warmed at
+most once every WARM_EVERY seconds. Warm jobs run on the `records` queue.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol
 
 from redis import Redis
+from rq import Queue
 
 from tracker.core.repository import repository_key
 from tracker.core.window import WindowError, resolve_window
+from tracker.queue import JOB_TIMEOUT, RESULT_TTL, WARM_FUNCTION
+from tracker.records.finalize import served_record
 from tracker.reports.cache import keep, render_key
 from tracker.reports.collector import collector_paused
 from tracker.reports.digests import KeptDigest, digest_key, keep_digest, kept_digest
 from tracker.reports.loading import UnknownRepository, report_for, resolve
-from tracker.reports.records import served_record
 from tracker.reports.render import FULL, SUMMARY, Document, render_bytes
 from tracker.reports.request import MonthRequest, ReportServices
 from tracker.store.month_digest import MonthDigest
@@ -44,6 +58,10 @@ from tracker.store.month_digest import MonthDigest
 log = logging.getLogger(__name__)
 
 EARLIER_EVERY = 900  # seconds: at most one pass over a month's earlier cutoffs in this time
+WAITING_TTL = 900  # seconds: longer than WARM_LONGEST, and renewed each time the job waits again
+WARM_DELAY = 10.0  # seconds the month must have rested before it is warmed
+WARM_LONGEST = 600.0  # seconds after the change that asked: warmed then even if the month never rests
+WARM_EVERY = 60.0  # seconds: at most one warm of a month starts in this time
 
 # (format, language, detail) of every document a month-to-date request can ask for.
 DOCUMENTS = (
@@ -62,6 +80,11 @@ class WarmServices(ReportServices, Protocol):
     @property
     def redis(self) -> Redis | None: ...
 
+    @property
+    def records_queue(self) -> Queue: ...
+
+    def require_redis(self) -> Redis: ...
+
 
 @dataclass(frozen=True)
 class Warmed:
@@ -74,7 +97,7 @@ class Warmed:
 def warm_month(services: WarmServices, full_name: str, month: str, *, rested: bool = False) -> Warmed | None:
     """Compute and keep what the month's month-to-date request reads. None when there is nothing to
     warm: no Redis, a repository or month the ledger cannot answer for, or a month served from its
-    record. `rested`: the month stopped changing (workers.warm), so its earlier cutoffs are grouped whenever
+    record. `rested`: the month stopped changing (`warm_when_rested`), so its earlier cutoffs are grouped whenever
     the last pass over them was."""
     cache = services.redis
     if cache is None:
@@ -130,3 +153,87 @@ def _group_earlier_cutoffs(
         day += timedelta(days=1)
         days += 1
     return days
+
+
+# --- when: the warm job -----------------------------------------------------------------------------
+
+
+def waiting_key(full_name: str, month: str) -> str:
+    """Set while a warm job of the month waits to start, to when the change that queued it was (epoch s)."""
+    return f"tracker:warm:waiting:{repository_key(full_name)}:{month}"
+
+
+def changed_key(full_name: str, month: str) -> str:
+    """When a batch last changed the month (epoch seconds)."""
+    return f"tracker:warm:changed:{repository_key(full_name)}:{month}"
+
+
+def last_key(full_name: str, month: str) -> str:
+    """When the month's last warm job started (epoch seconds), for WARM_EVERY."""
+    return f"tracker:warm:last:{repository_key(full_name)}:{month}"
+
+
+def ask_for_warm(services: WarmServices, full_name: str, month: str) -> bool:
+    """Note that the month changed now, and queue a warm job for it unless one waits to start already; True
+    when this call queued one. Nothing without Redis."""
+    connection = services.redis
+    if connection is None:
+        return False
+    now = time.time()
+    key = waiting_key(full_name, month)
+    pipe = connection.pipeline(transaction=False)  # one round trip: a job waits already after most batches
+    pipe.set(changed_key(full_name, month), now, ex=WAITING_TTL)
+    pipe.set(key, now, nx=True, ex=WAITING_TTL)
+    pipe.get(last_key(full_name, month))
+    _, queued, last = pipe.execute()
+    if not queued:
+        return False
+    delay = WARM_DELAY
+    if last is not None:
+        delay = max(WARM_DELAY, float(last) + WARM_EVERY - now)
+    _schedule(services, full_name, month, delay)
+    return True
+
+
+def _schedule(services: WarmServices, full_name: str, month: str, delay: float) -> None:
+    """Queue the month's warm job `delay` seconds from now; when that fails, no job waits (the next change
+    asks again)."""
+    try:
+        services.records_queue.enqueue_in(
+            timedelta(seconds=delay),
+            WARM_FUNCTION,
+            full_name,
+            month,
+            job_timeout=JOB_TIMEOUT,
+            result_ttl=RESULT_TTL,  # not 0: RQ 2 fails to clean up a job it deleted at once
+            description=f"warm {month} of {full_name}",
+        )
+    except BaseException:
+        services.require_redis().delete(waiting_key(full_name, month))
+        raise
+
+
+def warm_when_rested(services: WarmServices, full_name: str, month: str) -> str:
+    """The warm job: `warm_month` once the month rests (or WARM_LONGEST after the change that asked)."""
+    connection = services.require_redis()
+    now = time.time()
+    asked, changed = connection.mget(waiting_key(full_name, month), changed_key(full_name, month))
+    rested = now - float(changed) if changed is not None else None
+    waited = now - float(asked) if asked is not None else 0.0
+    if rested is not None and rested < WARM_DELAY and waited < WARM_LONGEST:
+        connection.expire(waiting_key(full_name, month), WAITING_TTL)
+        _schedule(services, full_name, month, WARM_DELAY - rested)
+        return f"{month} of {full_name} changed {rested:.1f} s ago: warmed once it rests {WARM_DELAY:g} s"
+    pipe = connection.pipeline(transaction=False)
+    pipe.delete(waiting_key(full_name, month))  # a change from now on asks again
+    pipe.set(last_key(full_name, month), now, ex=int(2 * WARM_EVERY))
+    pipe.execute()
+    # A month that rested is passed over whole (its earlier cutoffs too); one warmed WARM_LONGEST into a stream
+    # keeps to EARLIER_EVERY for those.
+    warmed = warm_month(services, full_name, month, rested=rested is None or rested >= WARM_DELAY)
+    if warmed is None:
+        return f"nothing to warm for {month} of {full_name}"
+    return (
+        f"{month} of {full_name} through {warmed.cutoff}: {warmed.earlier} earlier cutoffs grouped, "
+        f"{warmed.rendered} rendered, {warmed.cached} cached"
+    )

@@ -19,7 +19,7 @@ from tracker.store.database import insert_ignoring_duplicates
 from tracker.store.schema import month_changes, months
 
 # Versions of a month whose changes are kept: a digest is kept again at least every minute while its
-# month changes (workers.warm), by which time a busy month has moved on a few hundred versions at most.
+# month changes (tracker.reports.warm), by which time a busy month has moved on a few hundred versions at most.
 CHANGES_KEPT = 5_000
 
 _BUMP = (

@@ -133,7 +133,7 @@ class HeadStore:
     def store_many(self, items: Sequence[HeadFiles]) -> StoredHeads:
         """`store` for several heads in one transaction: how many were not stored before, and the months
         of each PR that gained a head, which read something new (each is bumped once, tracker.store.changes)
-        and whose reports the caller may compute again (workers.warm).
+        and whose reports the caller may compute again (tracker.reports.warm).
 
         Everything but the writes is done before the transaction: the rows, and each head's verdict
         (classifying 300 files is milliseconds). On SQLite the transaction holds the one write lock

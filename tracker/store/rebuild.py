@@ -10,11 +10,11 @@ from sqlalchemy import Engine
 from tracker.config import TrackerConfig
 from tracker.core.classify import HeadVerdict, Rules, classify_head
 from tracker.core.derive import Derivation, derive
-from tracker.core.history import derive_history
 from tracker.core.payloads import IncompleteBody, MalformedBody
+from tracker.history.derive import derive_history
+from tracker.history.store import HistoryStore
 from tracker.store.database import Migration, migrate
 from tracker.store.heads import HeadStore, write_verdicts
-from tracker.store.history import HistoryStore
 from tracker.store.ledger import Ledger
 from tracker.store.month_state import MonthState, mark_processed, write_derivations
 

@@ -43,10 +43,10 @@ from rq.results import Result
 from rq.worker import BaseWorker
 
 from tracker.queue import GITHUB_QUEUE_NAME, QUEUE_NAME, RECORDS_QUEUE_NAME
+from tracker.records.views import admin_refusal
 from tracker.web.access import NO_STORE, utc_text
 from tracker.web.api import error_page
 from tracker.web.context import services
-from tracker.web.records import admin_refusal
 
 PREFIX = "/admin/rq"
 ROWS = 50  # rows of each table at most

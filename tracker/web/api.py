@@ -26,11 +26,13 @@ from tracker.core.since import SinceError, publication_cutoff, since_day
 from tracker.core.window import WindowError
 from tracker.embedded_redis import EmbeddedRedis
 from tracker.github.quota import Quota
+from tracker.narration.store import NarrationStore, Spent
 from tracker.queue import enqueue_deliveries, queue_counts, redis_failure, waiting_on_github
+from tracker.records.finalize import served_record
+from tracker.records.views import admin_refusal
 from tracker.reports.cache import rendered_bytes
 from tracker.reports.coverage import coverage_summary
 from tracker.reports.loading import UnknownRepository, resolve
-from tracker.reports.records import served_record
 from tracker.reports.render import (
     DETAILS,
     FORMATS,
@@ -45,7 +47,6 @@ from tracker.reports.render import (
 from tracker.reports.request import MonthRequest, ReportServices
 from tracker.settings import Settings, SettingsError
 from tracker.store.ledger import FAILED
-from tracker.store.narrations import NarrationStore, Spent
 from tracker.web.access import (
     NO_STORE,
     TOKEN_PARAMETER,
@@ -59,7 +60,6 @@ from tracker.web.access import (
 )
 from tracker.web.context import asked_repository, clipped, query_argument
 from tracker.web.context import services as current_services
-from tracker.web.records import admin_refusal
 
 blueprint = Blueprint("api", __name__)
 log = logging.getLogger(__name__)
@@ -151,7 +151,7 @@ def _report(owner: str, repo: str, month: str, fmt: str, lang: str) -> Any:
     return Response(body, content_type=_MEDIA_TYPES[fmt], headers=headers)
 
 
-# `?since=last-publication`: the last publication of the month, of either edition (workers.publish: the
+# `?since=last-publication`: the last publication of the month, of either edition (tracker.records.publish: the
 # final edition, once the month has its record, and the weekly partial ones).
 LAST_PUBLICATION = "last-publication"
 EDITIONS = ("final", "partial")

@@ -9,10 +9,12 @@ from flask import Flask, Response, request
 from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
+from tracker.history import views as history
+from tracker.records import views as records
 from tracker.reports.render import json_bytes
 from tracker.services import Services
 from tracker.settings import Settings, load_settings
-from tracker.web import admin_rq, api, drilldown, history, metrics, records, webhook
+from tracker.web import admin_rq, api, drilldown, metrics, webhook
 from tracker.web.context import MAX_BODY_BYTES, install
 
 

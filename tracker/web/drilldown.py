@@ -47,11 +47,11 @@ from tracker.core.drilldown import (
 from tracker.core.report import DELIVERED, IN_PROGRESS
 from tracker.core.snapshot import build_snapshot
 from tracker.core.window import WindowError
+from tracker.records.finalize import served_record
 from tracker.reports.cache import rendered_bytes
 from tracker.reports.collector import collector_paused
 from tracker.reports.digests import cached_fold
 from tracker.reports.loading import UnknownRepository, resolve
-from tracker.reports.records import served_record
 from tracker.reports.render import (
     MAX_TITLE,
     Document,

@@ -1,10 +1,10 @@
 """The language-model narrator's job: write the prose of a month's report at its current cutoff.
 
-For each section whose input (tracker.core.narration; its content digest) has no stored prose for this
-prompt version and model, the narrator asks the model (tracker.llm.narrator) and stores what it got:
+For each section whose input (tracker.narration.schema; its content digest) has no stored prose for this
+prompt version and model, the narrator asks the model (tracker.narration.narrator) and stores what it got:
 validated prose in both languages, or the refusal and why, with the tokens it cost. A section already
 described is not asked again, so a refresh pays only for what changed; a refused one is asked again after
-a back-off (tracker.store.narrations: an hour, then twice as long each time), or at once when forced. Then
+a back-off (tracker.narration.store: an hour, then twice as long each time), or at once when forced. Then
 the month's version moves, so that cached renders are replaced, and the month's older prose is pruned.
 
 It runs in a worker (`narrate_month`) or in the terminal (`narrate_until`, for `tracker narrate` and
@@ -34,24 +34,23 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from tracker import metrics
-from tracker.core import narration
 from tracker.core.report import Report
 from tracker.core.window import Month, iso_utc, today_in
 from tracker.github.client import BadAnswer, RateLimited, Unavailable
 from tracker.github.commits import commit_messages
 from tracker.github.retry import held_back, rate_limited
-from tracker.llm.client import ChatClient
-from tracker.llm.narrator import narrate
+from tracker.narration import schema as narration
+from tracker.narration.client import ChatClient
+from tracker.narration.narrator import narrate
+from tracker.narration.prose import wanted_sections
+from tracker.narration.store import Spent, StoredNarration, refused_again
 from tracker.queue import enqueue_narrate
+from tracker.records.finalize import finalize
+from tracker.records.publish import publish
+from tracker.records.store import RecordTaken
 from tracker.reports.loading import report_for, resolve
-from tracker.reports.prose import wanted_sections
-from tracker.reports.records import finalize
 from tracker.reports.request import MonthRequest
 from tracker.services import Services
-from tracker.store.narrations import Spent, StoredNarration, refused_again
-from tracker.store.records import RecordTaken
-from workers.publish import publish
-from workers.runtime import current
 
 log = logging.getLogger(__name__)
 
@@ -278,10 +277,9 @@ def _reason(record: StoredNarration) -> str:
     return record.fallbacks[-1].get("reason", "refused") if record.fallbacks else "refused"
 
 
-def narrate_month(full_name: str, month: str, client: ChatClient | None = None) -> str:
+def narrate_month(services: Services, full_name: str, month: str, client: ChatClient | None = None) -> str:
     """The job: `narrate_once`, re-scheduled at the moment a rate limit gives; then, the run finished, say
     so to a finalisation waiting for it, and re-finalise a record frozen without the prose written since."""
-    services = current()
     outcome = narrate_once(services, full_name, month, client=client)
     if outcome.retry_at is not None:
         enqueue_narrate(services.github_queue, full_name, month, at=outcome.retry_at)

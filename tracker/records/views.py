@@ -9,8 +9,8 @@ from flask import Blueprint, request, url_for
 
 from tracker.core.window import Month, WindowError
 from tracker.queue import enqueue_finalize, redis_failure
+from tracker.records.finalize import MonthNotEnded, final_request, late_deliveries, stored_name
 from tracker.reports.loading import UnknownRepository
-from tracker.reports.records import MonthNotEnded, final_request, late_deliveries, stored_name
 from tracker.web.access import admin_request, bearer_token, is_admin, unknown_or_private
 from tracker.web.context import asked_repository, clipped
 from tracker.web.context import services as current_services

@@ -1,6 +1,6 @@
 """The prose of a report section written by a language model: what it is sent, how its answer is checked. Pure.
 
-A language model (any OpenAI-compatible endpoint, called by tracker.llm from the workers) may write words,
+A language model (any OpenAI-compatible endpoint, called by tracker.narration from the workers) may write words,
 never structure (issue 13). For one section it is sent the deterministic outline (themes, highlights, the change
 ids in each) and, for each change group, what says how much it matters (files of code changed, branches it
 landed on, base branches, the deterministic significance rank) and its text: title, body, labels, changed

@@ -34,9 +34,9 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import Engine, and_, delete, func, or_, select, update
 
-from tracker.core.narration import SectionInput, SectionProse
 from tracker.core.repository import repository_key
 from tracker.core.window import iso_utc
+from tracker.narration.schema import SectionInput, SectionProse
 from tracker.store.database import insert_ignoring_duplicates
 from tracker.store.schema import ledger_meta, narration_spend, narrations
 

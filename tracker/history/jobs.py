@@ -1,19 +1,18 @@
 """Jobs that read history from GitHub's REST API: a backfill asked for by an admin, and the periodic
-reconciliation of each repository's recent history (tracker.github.history)."""
+reconciliation of each repository's recent history (tracker.history.github)."""
 
 from __future__ import annotations
 
 import logging
 import time
 
-from tracker.core.history import RECONCILIATION
 from tracker.github.client import BadAnswer, RateLimited, RequestRefused, Unavailable
-from tracker.github.history import DAILY, Target, read_history, redeliver_failed
 from tracker.github.retry import held_back, next_run
+from tracker.history.derive import RECONCILIATION
+from tracker.history.github import DAILY, Target, read_history, redeliver_failed
+from tracker.history.store import WAITING
 from tracker.queue import enqueue_history
 from tracker.services import Services
-from tracker.store.history import WAITING
-from workers.runtime import current
 
 log = logging.getLogger(__name__)
 
@@ -24,12 +23,18 @@ def target(services: Services, full_name: str, start: int, end: int, files: str 
 
 
 def read_history_job(
-    kind: str, full_name: str, start: int, end: int, attempt: int = 0, files: str = DAILY, outages: int = 0
+    services: Services,
+    kind: str,
+    full_name: str,
+    start: int,
+    end: int,
+    attempt: int = 0,
+    files: str = DAILY,
+    outages: int = 0,
 ) -> str:
     """Run (or resume) one backfill or reconciliation; a rate limit or an outage re-schedules it
     (tracker.github.retry: `attempt` numbers its runs, `outages` counts the GitHub outages in a row
     before this one), and it resumes where it stopped."""
-    services = current()
     queue = services.github_queue if services.redis is not None else None
     quota = services.quota()
 
@@ -55,7 +60,7 @@ def read_history_job(
         then = next_run(exc, outages, 2 * services.github_backoff, quota)
         if then.at is None:
             raise
-        if isinstance(exc, Unavailable):  # a rate limit is in the run's detail (tracker.github.history)
+        if isinstance(exc, Unavailable):  # a rate limit is in the run's detail (tracker.history.github)
             log.warning("%s of %s: %s", kind, full_name, then.reason, extra={"repository": full_name})
         return later(then.at, then.outages, then.said)
     summary = (

@@ -5,7 +5,7 @@ A month ends at local midnight after its last day in the repository's time zone.
 only finalised when forced (the record then says the day it stops at). Finalising a month that has a
 record returns that record, unless forced: a forced finalisation adds the next revision and keeps
 every earlier one. A record of a repository that uses the language-model narrator says in `pending` which
-sections had no prose yet (`narration`): prose written later adds a revision (workers.narrate).
+sections had no prose yet (`narration`): prose written later adds a revision (tracker.narration.jobs).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from tracker.core.derive import derive
 from tracker.core.payloads import IncompleteBody, MalformedBody
 from tracker.core.repository import repository_key
 from tracker.core.window import Month, WindowError, iso_utc, local_midnight, month_window
+from tracker.records.store import DOCUMENTS, MonthRecord, Position, RecordStore, content_hash
 from tracker.reports.loading import UnknownRepository, report_for, snapshot_for
 from tracker.reports.render import render
 from tracker.reports.request import MonthRequest, ReportServices
 from tracker.store.ledger import now_ms
 from tracker.store.month_state import MonthState
-from tracker.store.records import DOCUMENTS, MonthRecord, Position, RecordStore, content_hash
 
 
 class MonthNotEnded(ValueError):

@@ -1,7 +1,7 @@
 """The language-model narrator: prose for a report's sections, validated, or the deterministic text.
 
-For each section with changes a model describes (upkeep aside: tracker.core.narration.narrated_changes),
-one request asks the model for the section's prose in English (tracker.core.narration builds the request
+For each section with changes a model describes (upkeep aside: tracker.narration.schema.narrated_changes),
+one request asks the model for the section's prose in English (tracker.narration.schema builds the request
 and checks the answer). An answer that breaks a rule (a
 change dropped, invented or placed twice, a URL or Markdown in the text, too long, not JSON) gets one
 targeted retry naming what was wrong; a second bad answer, or a failure of the endpoint (timeout, rate
@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tracker.core import narration
-from tracker.core.narration import DEFAULT_BUDGET, Problem, SectionInput, SectionProse
 from tracker.core.report import Report
-from tracker.llm.client import ChatClient, Completion, LlmError
+from tracker.narration import schema as narration
+from tracker.narration.client import ChatClient, Completion, LlmError
+from tracker.narration.schema import DEFAULT_BUDGET, Problem, SectionInput, SectionProse
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def narrate(
     sections named in `sections`, when given).
     Never raises for the endpoint or the model: every failure is a fallback. `glossary`: terms the
     repository wants kept verbatim in Chinese. `budget`: the most characters of PR text one request
-    carries (tracker.core.narration.fit); a section that cannot be cut to it is a `too_large` fallback."""
+    carries (tracker.narration.schema.fit); a section that cannot be cut to it is a `too_large` fallback."""
     tally = _Tally()
     sent = client.requests
     narrated = []

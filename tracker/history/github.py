@@ -5,7 +5,7 @@ newest first (`GET /repos/{o}/{r}/pulls?state=all&sort=updated&direction=desc`),
 first PR last updated before `start`: a PR not updated since then has no activity in the range.
 Of those, a PR opened after `end`, or closed for good before `start`, cannot have activity in it
 either. For each remaining PR it reads the issue timeline (`/issues/{n}/timeline`, every page),
-stores the PR and its timeline as one observation with what they prove (tracker.core.history),
+stores the PR and its timeline as one observation with what they prove (tracker.history.derive),
 and stores the files of each head a report in the range reads that is not stored yet: the PR's
 current head from `GET /pulls/{n}/files`, an earlier head from `GET /compare/{base}...{head}`.
 
@@ -27,13 +27,13 @@ from functools import partial
 from typing import Any, Protocol
 
 from tracker.core.classify import FILES_ENDPOINT_CAP, Rules
-from tracker.core.history import IncompleteBody, MalformedBody, derive_history, observation_document, observation_id
 from tracker.core.repository import check_full_name, repository_key
 from tracker.core.window import month_of
 from tracker.github.client import BadAnswer, GitHubClient, RateLimited, RequestRefused, Unavailable, typed
 from tracker.github.fetch import COMPARE_FILES_CAP, changed_file, compared_files, listing_head
+from tracker.history.derive import IncompleteBody, MalformedBody, derive_history, observation_document, observation_id
+from tracker.history.store import DONE, FAILED, RUNNING, WAITING, HistoryStore, Run
 from tracker.store.heads import COMPARE, PULLS, UNAVAILABLE, HeadStore
-from tracker.store.history import DONE, FAILED, RUNNING, WAITING, HistoryStore, Run
 
 RECORDED, UNCHANGED, GONE = "recorded", "unchanged", "gone"
 # Pages of 100 pull requests a run lists at most (GitHub documents no limit): 50,000 PRs updated in

@@ -30,7 +30,6 @@ from tracker.reports.loading import report_for, since_for
 from tracker.reports.render import render
 from tracker.reports.request import MonthRequest
 from tracker.services import Services
-from workers.runtime import current
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ def publish(services: Services, full_name: str, month: str) -> str:
     if not services.config.publishing_for(full_name).enabled:
         return ""
     if services.redis is None:
-        return publish_month(full_name, month, FINAL)
+        return publish_month(services, full_name, month, FINAL)
     enqueue_publish(services.records_queue, full_name, month, FINAL)
     return "publication queued"
 
@@ -61,19 +60,18 @@ def publish_due_partials(services: Services) -> str:
         if last is not None and time.time() - last / 1000 < PARTIAL_EVERY.total_seconds():
             continue
         if services.redis is None:
-            publish_month(full_name, month, PARTIAL)
+            publish_month(services, full_name, month, PARTIAL)
         else:
             enqueue_publish(services.records_queue, full_name, month, PARTIAL)
         queued += 1
     return f"{queued} partial publications queued" if queued else ""
 
 
-def publish_month(full_name: str, month: str, edition: str, outages: int = 0) -> str:
+def publish_month(services: Services, full_name: str, month: str, edition: str, outages: int = 0) -> str:
     """The job: publish one edition of a month to every configured target. For the issue it waits for
     GitHub as every job does (tracker.github.retry: the job runs again later; `outages` counts the
     GitHub outages in a row before this run). Running again is safe after an outage too: a create
     that GitHub may have done without answering is found by its marker (tracker.github.issues)."""
-    services = current()
     target = services.config.publishing_for(full_name)
     documents = _documents(services, full_name, month, edition)
     if documents is None:

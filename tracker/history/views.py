@@ -7,16 +7,16 @@ from typing import Any
 
 from flask import Blueprint, request, url_for
 
-from tracker.core.history import BACKFILL, history_range
 from tracker.core.repository import check_full_name
 from tracker.core.window import WindowError
+from tracker.history.derive import BACKFILL, history_range
+from tracker.history.store import QUEUED, SAMPLE_REFUSAL
 from tracker.queue import enqueue_history, redis_failure
+from tracker.records.views import admin_refusal
 from tracker.reports.coverage import coverage_summary
-from tracker.store.history import QUEUED, SAMPLE_REFUSAL
 from tracker.web.access import admin_request
 from tracker.web.context import clipped
 from tracker.web.context import services as current_services
-from tracker.web.records import admin_refusal
 
 blueprint = Blueprint("history", __name__)
 

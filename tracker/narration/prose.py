@@ -2,7 +2,7 @@
 
 A repository that opts in (`narrator: llm`, with TRACKER_LLM_BASE_URL and TRACKER_LLM_MODEL set) gets,
 for each section, the prose a worker stored for exactly this section's input (the content digest of
-tracker.core.narration's input, the prompt version and the model: tracker.store.narrations). A section
+tracker.narration.schema's input, the prompt version and the model: tracker.narration.store). A section
 whose input changed since (a new PR, a retitle) has no prose yet and reads deterministically until the
 worker has written it; a section the model failed on reads deterministically and the JSON says why.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tracker.config import TrackerConfig
-from tracker.core import narration
 from tracker.core.report import Report
-from tracker.store.narrations import NarrationStore, content_digest
+from tracker.narration import schema as narration
+from tracker.narration.store import NarrationStore, content_digest
 
 
 def wanted_sections(report: Report) -> list[tuple[str, str]]:

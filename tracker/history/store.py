@@ -9,9 +9,9 @@ from typing import Any
 
 from sqlalchemy import Engine, delete, func, select, update
 
-from tracker.core.history import History
 from tracker.core.repository import repository_key
 from tracker.core.window import iso_utc
+from tracker.history.derive import History
 from tracker.store.changes import bump_months
 from tracker.store.database import insert_ignoring_duplicates
 from tracker.store.ledger import now_ms
