@@ -11,15 +11,20 @@ table of `| key | meaning |` rows that the hook merges with what the code says:
 
     <!-- metrics -->      every metric tracker/metrics.py defines: name, type, labels, help text
     <!-- log-fields -->  checks the table after it names exactly the fields tracker/logs.py writes
+    <!-- json-paths: full -->  checks the tables after it (with the same name) name exactly the key paths
+                              (`pull_requests[].evidence.rule`) of the JSON documents the hook makes with
+                              the service's own functions from a sample month (`json_documents`)
 
-A field of the model without a meaning row, or a row naming no field, is a warning, and
+A field of the model (or a key of a document) without a meaning row, or a row naming no field, is a warning, and
 `mkdocs build --strict` (CI: tests/test_docs.py) fails on any warning.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
+import json
 import logging
 import re
 import types
@@ -48,6 +53,7 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
         markdown = markdown.replace("<!-- metrics -->", _metrics_table(where))
     if "<!-- log-fields -->" in markdown:
         _check_log_fields(markdown, where)
+    check_json_tables(markdown, where)
     return markdown
 
 
@@ -232,3 +238,203 @@ def _check_log_fields(markdown: str, where: str) -> None:
             sorted(documented),
             sorted(log_fields()),
         )
+
+
+# --- the JSON documents -------------------------------------------------------------------------
+
+# A table of key paths follows each marker: `<!-- json-paths: full -->`, `summary`, `since`, `drill-down`.
+_JSON_TABLE = re.compile(r"<!-- json-paths: (?P<name>[\w-]+) -->\n(?P<table>(?:\|.*\n?)*)")
+_PATH = re.compile(r"`([A-Za-z0-9_.\[\]]+)`")
+
+
+def key_paths(value: Any, prefix: str = "") -> set[str]:
+    """Every key of a JSON value as a path: nested keys joined with `.`, the items of a list collapsed into
+    `[]` (`{"a": [{"b": 1}]}` has `a` and `a[].b`)."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{prefix}.{key}" if prefix else key
+            found.add(path)
+            found |= key_paths(item, path)
+    elif isinstance(value, list):
+        for item in value:
+            found |= key_paths(item, prefix + "[]")
+    return found
+
+
+def check_json_tables(markdown: str, where: str, documents: dict[str, list[Any]] | None = None) -> None:
+    """The `<!-- json-paths: NAME -->` tables of a page (one or more for each NAME) name exactly the key paths
+    of the documents NAME (`json_documents()`, or those given); a row names its paths in its first cell."""
+    named: dict[str, set[str]] = {}
+    for match in _JSON_TABLE.finditer(markdown):
+        rows = match["table"].splitlines()[2:]
+        cells = (line.split("|")[1] for line in rows if line.count("|") > 2)
+        named.setdefault(match["name"], set()).update(path for cell in cells for path in _PATH.findall(cell))
+    if not named:
+        return
+    documents = json_documents() if documents is None else documents
+    for name, paths in named.items():
+        if name not in documents:
+            log.warning("%s: no generated JSON document is called %r: use one of %s", where, name, sorted(documents))
+            continue
+        have = set().union(*(key_paths(document) for document in documents[name]))
+        for path in sorted(paths - have):
+            log.warning("%s: the %s table names `%s`, which the JSON document does not have", where, name, path)
+        for path in sorted(have - paths):
+            log.warning("%s: the %s JSON document has `%s`, which no row names: add one", where, name, path)
+
+
+# The sample month's PRs beside the demo's, one for each shape of evidence the demo lacks: number, title, heads
+# (sha, day of the month pushed, changed paths; None: not known), the day merged. Below: the heads whose patches
+# are whitespace-only, whose listing reached GitHub's cap, and whose files GitHub no longer has.
+_EXTRA: tuple[tuple[int, str, tuple[tuple[str, int, tuple[str, ...] | None], ...], int | None], ...] = (
+    (90001, "Apply formatting to the trainer", (("f1", 6, ("megatron/training/trainer.py",)),), 8),  # format-only
+    (90002, "Format and fix the data loader", (("f2", 6, ("megatron/core/datasets/loader.py",)),), None),  # a note
+    (90003, "Rename the tests of the model zoo", (("f3", 7, ("tests/unit_tests/models/test_gpt.py",)),), None),
+    (90004, "Port the legacy tokenizer", (("f4", 7, None),), None),
+    (90005, "Add the fused attention kernel", (("f5", 8, None),), None),  # pending
+    (  # substantive at the earlier cutoff, test-only at the later one: re-classified
+        90006,
+        "Speed up the optimizer step",
+        (("f6", 6, ("megatron/core/optimizer/adam.py",)), ("f7", 20, ("tests/unit_tests/test_adam.py",))),
+        None,
+    ),
+)
+_WHITESPACE_ONLY, _TRUNCATED, _UNAVAILABLE = {"f1"}, {"f3"}, {"f4"}
+_SINCE_DAY = 15  # the earlier cutoff of the `since` document
+
+
+@functools.cache
+def json_documents() -> dict[str, list[Any]]:
+    """The documents the service answers, made at build time from the bundled sample month (the demo's, with
+    the PRs of `_EXTRA`) by the functions that make them, without a database or Redis: `full` (the report's
+    JSON, narrated by the language model in one section and refused in the other), `summary`
+    (`?detail=summary`), `since` (the `since` that `?since=` adds) and `drill-down` (the answers for every
+    statistic, exclusion and theme)."""
+    from tracker.core.drilldown import SELECTIONS, drill_stat, drill_theme, view_of_document, view_of_snapshot
+    from tracker.core.since import since_of
+    from tracker.reports.render import json_bytes, report_document, summary_document
+
+    earlier, later, paths = _sample_reports()
+    since = since_of(earlier, later)
+    full = report_document(later)
+    live = view_of_snapshot(later.snapshot, paths)
+    drills = [drill_stat(live, stat) for stat in SELECTIONS]
+    outline = view_of_document(full)
+    drills += [drill_theme(outline, theme.section, theme.id) for theme in outline.themes]
+    repo, window = later.snapshot.repo, later.snapshot.window
+    # The drill-down's answer as tracker/web/drilldown.py makes it (tests/test_docs.py compares the two).
+    answers = [{"repo": repo, "month": str(window.month), **d.as_dict(window.cutoff.isoformat())} for d in drills]
+    documents = {
+        "full": [full],
+        "summary": [summary_document(full)],
+        "since": [{"since": report_document(later, since)["since"]}],
+        "drill-down": answers,
+    }
+    # Through the service's own encoder and back: the JSON as it is served.
+    return {name: json.loads(json_bytes(document)) for name, document in documents.items()}
+
+
+def _sample_reports() -> tuple[Any, Any, dict[int, list[str]]]:
+    """The sample month's report at `_SINCE_DAY` and at its last day (with the language model's prose), and the
+    changed paths of each PR's head at the last day."""
+    from collections import defaultdict
+    from datetime import date, datetime, time, timedelta
+    from zoneinfo import ZoneInfo
+
+    from tracker.core.attributes import AttributeVersion, version_at
+    from tracker.core.classify import ChangedFile, Rules, classify_head
+    from tracker.core.coverage import Coverage
+    from tracker.core.derive import derive
+    from tracker.core.report import build_report
+    from tracker.core.snapshot import build_snapshot
+    from tracker.core.timeline import Fact, FactKind
+    from tracker.core.window import Month, month_window
+    from tracker.demo import changed_files, read_bundle
+
+    bundle, timezone, rules = read_bundle(), "Asia/Shanghai", Rules()
+    month = Month.parse(bundle.month)
+    facts: dict[int, set[Fact]] = defaultdict(set)
+    versions: dict[int, list[AttributeVersion]] = defaultdict(list)
+    files: dict[tuple[int, str], list[ChangedFile]] = {}
+    for delivery in bundle.deliveries:  # as the worker derives each delivery
+        derived = derive(delivery.delivery_id, "application/json", delivery.body, lambda _: timezone)
+        facts[derived.number].update(derived.facts)
+        versions[derived.number].append(derived.version)
+    for story in bundle.stories:
+        for sha, listing in story.heads.items():
+            files[(story.number, sha)] = changed_files(listing)
+
+    def instant(day: int) -> int:  # 10:00 local on that day of the month
+        moment = datetime.combine(month.first_day + timedelta(days=day - 1), time(10), ZoneInfo(timezone))
+        return int(moment.timestamp())
+
+    unavailable = set()
+    for number, title, heads, merged in _EXTRA:
+        for index, (sha, day, paths) in enumerate(heads):
+            at = instant(day)
+            facts[number].add(Fact(FactKind.COMMIT, at, sha) if index else Fact(FactKind.OPENED, at))
+            versions[number].append(AttributeVersion(at, sha, title, "", "main", f"pr-{number}", sha, (), False, "a"))
+            if paths is not None:
+                patch = "@@ -1 +1 @@\n-a = 1\n+a  =  1" if sha in _WHITESPACE_ONLY else "@@ -1 +1 @@\n-a = 1\n+a = 2"
+                files[(number, sha)] = [ChangedFile(path, patch=patch) for path in paths]
+            elif sha in _UNAVAILABLE:
+                unavailable.add((number, sha))
+        if merged is not None:
+            facts[number].add(Fact(FactKind.MERGED, instant(merged)))
+    verdicts = {key: classify_head(key[1], listed, rules, key[1] in _TRUNCATED) for key, listed in files.items()}
+    # The webhook was registered on the 3rd: the first two days are not covered.
+    coverage = Coverage(missing=((month.first_day, month.first_day + timedelta(days=1)),))
+
+    def report_at(day: date) -> tuple[Any, dict[int, list[str]]]:
+        window = month_window(month, day, timezone, ended=True)
+        at_end = {number: version_at(known, window.end) for number, known in versions.items()}
+        heads = {number: version.head_sha for number, version in at_end.items() if version is not None}
+        snapshot = build_snapshot(
+            bundle.repository,
+            window,
+            {number: sorted(known, key=lambda fact: fact.sort_key) for number, known in facts.items()},
+            {number: version for number, version in at_end.items() if version is not None},
+            verdicts,
+            rules,
+            frozenset(unavailable),
+            coverage,
+        )
+        paths = {number: [f.path for f in files.get((number, sha), ())] for number, sha in heads.items()}
+        return build_report(snapshot, paths), paths
+
+    earlier, _ = report_at(month.first_day + timedelta(days=_SINCE_DAY - 1))
+    later, paths = report_at(month.last_day)
+    return earlier, _narrated(later), paths
+
+
+def _narrated(report: Any) -> Any:
+    """`report` as a repository with the language-model narrator reads it (tracker.reports.prose.with_prose): the
+    delivered section with the model's prose (every change in one theme, the first in a highlight of its own,
+    the rest in the theme's fold), the section in progress refused (a fallback says why)."""
+    from types import SimpleNamespace
+
+    from tracker.config import TrackerConfig
+    from tracker.core.narration import HighlightProse, SectionProse, ThemeProse, narrated_changes
+    from tracker.core.report import DELIVERED, IN_PROGRESS
+    from tracker.reports.prose import with_prose
+
+    delivered = next(section for section in report.sections if section.id == DELIVERED)
+    ids = [change.id for change in narrated_changes(delivered)]
+    highlight = HighlightProse(change_ids=ids[:1], sentence="The trainer checkpoints faster.")
+    prose = SectionProse(
+        themes=[ThemeProse(title="Training", summary="Faster training.", highlights=[highlight], others=ids[1:])],
+        overview="The month made training faster.",
+    )
+    refused = {"section": IN_PROGRESS, "stage": "english", "reason": "too_large"}
+    stored = {
+        DELIVERED: SimpleNamespace(english=prose, chinese=prose, fallbacks=()),
+        IN_PROGRESS: SimpleNamespace(english=None, chinese=None, fallbacks=(refused,)),
+    }
+
+    class Stored:  # the narrations table's answers (tracker.store.narrations.NarrationStore.get)
+        def get(self, repo: str, month: str, section: str, *_: str) -> Any:
+            return stored[section]
+
+    config = TrackerConfig(defaults={"narrator": "llm"}, narrator_model="sample-model")
+    return with_prose(report, Stored(), config)  # type: ignore[arg-type]
