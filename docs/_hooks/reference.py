@@ -409,15 +409,15 @@ def _sample_reports() -> tuple[Any, Any, dict[int, list[str]]]:
 
 
 def _narrated(report: Any) -> Any:
-    """`report` as a repository with the language-model narrator reads it (tracker.reports.prose.with_prose): the
+    """`report` as a repository with the language-model narrator reads it (tracker.narration.prose.with_prose): the
     delivered section with the model's prose (every change in one theme, the first in a highlight of its own,
     the rest in the theme's fold), the section in progress refused (a fallback says why)."""
     from types import SimpleNamespace
 
     from tracker.config import TrackerConfig
-    from tracker.core.narration import HighlightProse, SectionProse, ThemeProse, narrated_changes
     from tracker.core.report import DELIVERED, IN_PROGRESS
-    from tracker.reports.prose import with_prose
+    from tracker.narration.prose import with_prose
+    from tracker.narration.schema import HighlightProse, SectionProse, ThemeProse, narrated_changes
 
     delivered = next(section for section in report.sections if section.id == DELIVERED)
     ids = [change.id for change in narrated_changes(delivered)]
@@ -432,7 +432,7 @@ def _narrated(report: Any) -> Any:
         IN_PROGRESS: SimpleNamespace(english=None, chinese=None, fallbacks=(refused,)),
     }
 
-    class Stored:  # the narrations table's answers (tracker.store.narrations.NarrationStore.get)
+    class Stored:  # the narrations table's answers (tracker.narration.store.NarrationStore.get)
         def get(self, repo: str, month: str, section: str, *_: str) -> Any:
             return stored[section]
 

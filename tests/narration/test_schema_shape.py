@@ -8,7 +8,7 @@ DeepSeek-V4 attention on main and dev (#100, #101: `change-100`), a fused router
 an overlapped all-to-all (#104), a rename (#105), Qwen3.5-VL (#106), a flaky checkpoint fix (#107), a torch
 bump (#108) and a nightly sync (#109), upkeep both, and a change reverted in the window (#110, #111); in
 In Progress, DeepSeek-V4 multi-token prediction (#120). `SHAPED` and the rest are a model's well-formed
-answers, which tests/llm/test_narrator.py scripts for a fake endpoint.
+answers, which tests/narration/test_narrator.py scripts for a fake endpoint.
 """
 
 from __future__ import annotations

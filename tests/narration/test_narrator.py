@@ -4,9 +4,9 @@ Each case scripts the model's answers and checks that the narration ends in vali
 documented fallback, never in prose that mis-cites: valid output; invalid JSON; a change dropped, one
 invented, one placed twice; a URL or a line break in the text; a prompt injection in a PR body; a
 timeout and a 429 with Retry-After; a translation that drops a glossary term. The report is
-tests/core/test_narration.py's: Delivered holds change-6060 (twins #6060/#6061), change-6070 and
+tests/narration/test_schema.py's: Delivered holds change-6060 (twins #6060/#6061), change-6070 and
 change-6080; In Progress holds change-6090. Prose in the report's shape (highlights of one to three
-changes, the others listed, an overview) is tests/core/test_narration_shape.py's month.
+changes, the others listed, an overview) is tests/narration/test_schema_shape.py's month.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.core import test_narration_shape as shape
-from tests.core.test_narration import PRS, VALID, laid_out
 from tests.core.test_report import MERGED, PR
+from tests.narration import test_schema_shape as shape
+from tests.narration.test_schema import PRS, VALID, laid_out
 from tests.support.bullets import CITATION
 from tests.support.fake_openai import FakeOpenAI, Reply, Slow, Status
 from tracker.core.report import DELIVERED, IN_PROGRESS

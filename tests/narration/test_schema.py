@@ -655,7 +655,7 @@ S = "themes[1].highlights[0].sentence"
         (lambda d: sentence(d, "Docs live at www.example.com now."), [("url", S)]),
         (lambda d: sentence(d, "Run it from ftp://mirror/x or s3://bucket."), [("url", S)]),
         (lambda d: title(d, "WWW.example.org"), [("url", "themes[0].title")]),
-        # What only looks like Markdown is prose: the report shows it as written (tests/core/test_narration_shape.py).
+        # What only looks like Markdown is prose: the report shows it as written (tests/narration/test_schema_shape.py).
         (lambda d: title(d, "# GTP"), []),
         (lambda d: title(d, "### GTP"), []),
         (lambda d: sentence(d, "See [the guide](guide) first."), []),

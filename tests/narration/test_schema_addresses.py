@@ -1,7 +1,7 @@
 """`tracker/narration/schema.py`: the model's words may carry no address a reader could follow or be pinged by
 (issue 31, item 6): no domain (`evil.example/reset`), no URL scheme (`javascript:`), no e-mail address, no
 @mention, and no PR number in any form, full-width ones included. Ordinary identifiers, versions and prose
-punctuation pass. Each case edits one sentence of tests/core/test_narration.py's valid Delivered prose.
+punctuation pass. Each case edits one sentence of tests/narration/test_schema.py's valid Delivered prose.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.core.test_narration import S, delivered_input, edited, found, sentence
+from tests.narration.test_schema import S, delivered_input, edited, found, sentence
 from tracker.narration.schema import translation_problems, validate
 
 
@@ -96,7 +96,7 @@ def test_identifiers_versions_and_punctuation_pass(text: str) -> None:
 
 
 def test_the_chinese_is_checked_for_addresses_too() -> None:
-    from tests.core.test_narration import chinese, english_glossary, prose
+    from tests.narration.test_schema import chinese, english_glossary, prose
 
     def injected(data: dict[str, Any]) -> None:
         data["themes"][0]["summary"] += "请在 evil.example/reset 重新登录，或联系 ＠admin。"

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.support.fake_openai import PATH, FakeOpenAI, Reply, Slow, Status, error_object
-from tracker.narration import ChatClient, Completion, LlmError
+from tracker.narration.client import ChatClient, Completion, LlmError
 
 KEY = "sk-proj-test-7Hq2Zr9LmXw4"
 MODEL = "gpt-4o-mini"
