@@ -140,7 +140,7 @@ class RepositoryConfig(BaseModel):
     # that may administer the hook, reconciliation asks GitHub to redeliver what failed to arrive.
     hook_id: Annotated[int, Field(strict=True, gt=0)] | None = None  # strict: `true` is not hook 1
     # Who writes the report's words: "deterministic" (the default), or "llm" for the language-model
-    # narrator when TRACKER_LLM_BASE_URL and TRACKER_LLM_MODEL are set (tracker.narration); None: as `defaults`.
+    # narrator when TRACKER_LLM_BASE_URL and TRACKER_LLM_MODEL are set (tracker.llm); None: as `defaults`.
     narrator: Literal["deterministic", "llm"] | None = None
     # Terms the Chinese translation keeps verbatim, besides the acronyms and names found in the English.
     glossary: tuple[str, ...] = ()

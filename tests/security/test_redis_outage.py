@@ -294,7 +294,10 @@ def test_the_sweep_waits_for_redis(data_dir: Path) -> None:
     with log_path.open("wb") as log:
         sweep = subprocess.Popen([*TRACKER, "sweep", "--every", "1", "--grace", "0"], env=env, stderr=log)
     try:
-        time.sleep(3)
+        deadline = time.monotonic() + 30  # the process's start-up is slow on a busy machine
+        while "does not answer" not in log_path.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(2)  # a second attempt, were it to log again, would be in by now
         assert sweep.poll() is None
         text = log_path.read_text()
         assert text.count("does not answer") == 1 and "Traceback" not in text, text
