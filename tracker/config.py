@@ -13,12 +13,16 @@ repositories:
     hook_id: 123456789   # reconciliation redelivers the hook's failed deliveries
   example/internal:
     public: false   # its reports need the admin token or a signed link (`tracker link`)
+groups:             # one report over several repositories: /reports/groups/<name>/<YYYY-MM>.html
+  training: [NVIDIA/Megatron-LM, NVIDIA/NeMo]
+  example: ["example/*"]   # every tracked repository of the owner `example`
 ```
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
@@ -140,7 +144,7 @@ class RepositoryConfig(BaseModel):
     # that may administer the hook, reconciliation asks GitHub to redeliver what failed to arrive.
     hook_id: Annotated[int, Field(strict=True, gt=0)] | None = None  # strict: `true` is not hook 1
     # Who writes the report's words: "deterministic" (the default), or "llm" for the language-model
-    # narrator when TRACKER_LLM_BASE_URL and TRACKER_LLM_MODEL are set (tracker.llm); None: as `defaults`.
+    # narrator when TRACKER_LLM_BASE_URL and TRACKER_LLM_MODEL are set (tracker.narration); None: as `defaults`.
     narrator: Literal["deterministic", "llm"] | None = None
     # Terms the Chinese translation keeps verbatim, besides the acronyms and names found in the English.
     glossary: tuple[str, ...] = ()
@@ -156,11 +160,33 @@ class RepositoryConfig(BaseModel):
         return value
 
 
+# A group's name is a path segment of its report's address (/reports/groups/<name>/…): letters, digits,
+# `.`, `-` and `_`, starting with a letter or digit, at most 64 characters.
+GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# A member `<owner>/*`: every tracked repository of the owner (configured, or seen in the ledger).
+EVERY_REPOSITORY = "*"
+
+
+def check_group_member(member: str) -> str:
+    """`owner/name` as GitHub allows it, or `owner/*`. Raises ValueError saying what a member may be."""
+    owner, slash, name = member.partition("/")
+    try:
+        check_full_name(f"{owner}/repository" if slash and name == EVERY_REPOSITORY else member)
+    except InvalidRepositoryName:
+        raise ValueError(
+            f"{member!r} is not a member: give a GitHub owner/name, or owner/* for every tracked repository of "
+            "the owner (owner: letters, digits and hyphens; name: letters, digits, '.', '-' and '_')"
+        ) from None
+    return member
+
+
 class TrackerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     defaults: RepositoryConfig = RepositoryConfig()
     repositories: dict[str, RepositoryConfig] = {}
+    # One report over several repositories a month (tracker.reports.groups): name -> members.
+    groups: dict[str, tuple[str, ...]] = {}
     fallback_timezone: str = "Asia/Shanghai"
     # The language-model narrator's model, from TRACKER_LLM_MODEL when the narrator is configured
     # (TRACKER_LLM_BASE_URL too); None: every report is deterministic. Not a file setting.
@@ -180,6 +206,51 @@ class TrackerConfig(BaseModel):
             if earlier != name:
                 raise ValueError(f"{earlier!r} and {name!r} are the same repository: keep one")
         return value
+
+    @field_validator("groups")
+    @classmethod
+    def _group_members(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        names: dict[str, str] = {}
+        for name, members in value.items():
+            if not GROUP_NAME.fullmatch(name):
+                raise ValueError(
+                    f"{name!r} is not a group name: letters, digits, '.', '-' and '_', starting with a letter or "
+                    "a digit, at most 64 characters (it is part of the report's address)"
+                )
+            earlier = names.setdefault(name.lower(), name)
+            if earlier != name:
+                raise ValueError(f"{earlier!r} and {name!r} differ only in case: keep one group")
+            if not members:
+                raise ValueError(f"group {name!r} has no members: list owner/name or owner/* entries")
+            seen: set[str] = set()
+            for member in members:
+                check_group_member(member)
+                if member.lower() in seen:  # GitHub's names are case-insensitive: one member, twice
+                    raise ValueError(f"group {name!r} lists {member!r} twice: keep one")
+                seen.add(member.lower())
+        return value
+
+    def group_named(self, name: str) -> str | None:
+        """The configured spelling of group `name` (any case), or None when there is no such group."""
+        return next((group for group in self.groups if group.lower() == name.lower()), None)
+
+    def members_of(self, group: str, tracked: Sequence[str]) -> tuple[str, ...]:
+        """The repositories of `group` (a configured name), each once, in the order the group lists them, an
+        `owner/*` entry expanded to every repository of the owner that is configured or in `tracked` (the
+        ledger's names), by name. A name in `tracked` is spelled as there, else as configured."""
+        spelled = {name.lower(): name for name in self.repositories}
+        spelled.update({name.lower(): name for name in tracked})
+        members: dict[str, str] = {}
+        for entry in self.groups[group]:
+            owner, _, name = entry.partition("/")
+            if name == EVERY_REPOSITORY:
+                owned = (spelled[key] for key in spelled if key.partition("/")[0] == owner.lower())
+                found = sorted(owned, key=str.lower)
+            else:
+                found = [spelled.get(entry.lower(), entry)]
+            for repo in found:
+                members.setdefault(repo.lower(), repo)
+        return tuple(members.values())
 
     def for_repo(self, full_name: str) -> RepositoryConfig:
         # GitHub treats owner/name case-insensitively; so do we.

@@ -640,6 +640,12 @@ def render(report: Report, fmt: str, lang: str, *, since: Since | None = None, l
     return _rendered(_environment(fmt).get_template(template), context)
 
 
+def render_template_named(fmt: str, name: str, variables: dict[str, Any]) -> str:
+    """Template `name` of the package's templates with `variables`, in the environment of `fmt` (HTML
+    autoescaped, Markdown not) and its filters, as `render` renders a report (tracker.reports.groups)."""
+    return _rendered(_environment(fmt).get_template(name), variables)
+
+
 def _rendered(template: Template, variables: dict[str, Any]) -> str:
     """`template.render(**variables)`, and then the render's context emptied. Jinja's context and the
     macros the template defines refer to each other, a cycle that reference counting cannot free: every

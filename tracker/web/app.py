@@ -14,7 +14,7 @@ from tracker.records import views as records
 from tracker.reports.render import json_bytes
 from tracker.services import Services
 from tracker.settings import Settings, load_settings
-from tracker.web import admin_rq, api, drilldown, metrics, webhook
+from tracker.web import admin_rq, api, drilldown, groups, metrics, webhook
 from tracker.web.context import MAX_BODY_BYTES, install
 
 
@@ -32,6 +32,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.register_blueprint(api.blueprint)
     app.register_blueprint(records.blueprint)
     app.register_blueprint(drilldown.blueprint)  # the PRs behind each number of a report
+    app.register_blueprint(groups.blueprint)  # one report over several repositories (`groups:`)
     app.register_blueprint(history.blueprint)
     app.register_blueprint(metrics.blueprint)  # GET /metrics (TRACKER_METRICS_TOKEN)
     app.register_blueprint(admin_rq.blueprint)  # GET /admin/rq: RQ's queues, read only (TRACKER_ADMIN_TOKEN)

@@ -1,0 +1,61 @@
+"""`groups:` in TRACKER_CONFIG (tracker/config.py): names and members checked, with messages that say what to
+write; `owner/*` expanded to the owner's configured and tracked repositories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tracker.config import TrackerConfig, load_config
+from tracker.settings import SettingsError, load_settings
+
+pytestmark = pytest.mark.usefixtures("no_tracker_environment")
+
+
+def loaded(tmp_path: Path, text: str) -> TrackerConfig:
+    path = tmp_path / "tracker.yaml"
+    path.write_text(text, encoding="utf-8")
+    return load_config(load_settings(config_path=path, timezone="Asia/Shanghai"))
+
+
+def test_groups_are_read(tmp_path: Path) -> None:
+    config = loaded(tmp_path, "groups:\n  training: [NVIDIA/Megatron-LM, NVIDIA/NeMo]\n  acme: ['acme/*']\n")
+    assert config.groups == {"training": ("NVIDIA/Megatron-LM", "NVIDIA/NeMo"), "acme": ("acme/*",)}
+    assert config.group_named("TRAINING") == "training"
+    assert config.group_named("other") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("groups:\n  'a b': [acme/widgets]\n", "groups: 'a b' is not a group name"),
+        ("groups:\n  -x: [acme/widgets]\n", "is not a group name"),
+        ("groups:\n  " + "g" * 65 + ": [acme/widgets]\n", "at most 64 characters"),
+        ("groups:\n  g: [widgets]\n", "'widgets' is not a member: give a GitHub owner/name, or owner/*"),
+        ("groups:\n  g: ['acme/w*']\n", "'acme/w*' is not a member"),
+        ("groups:\n  g: ['*/*']\n", "'*/*' is not a member"),
+        ("groups:\n  g: []\n", "group 'g' has no members"),
+        ("groups:\n  g: [acme/widgets, ACME/Widgets]\n", "group 'g' lists 'ACME/Widgets' twice"),
+        ("groups:\n  g: [acme/x]\n  G: [acme/y]\n", "'g' and 'G' differ only in case"),
+        ("groups:\n  g: acme/widgets\n", "groups.g"),
+    ],
+)
+def test_bad_groups_are_refused_with_what_to_write(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        loaded(tmp_path, text)
+    assert message in str(caught.value)
+    assert str(caught.value).count("groups") >= 1
+
+
+def test_owner_star_is_every_configured_or_tracked_repository_of_the_owner() -> None:
+    config = TrackerConfig.model_validate(
+        {
+            "repositories": {"acme/Configured": {}, "other/thing": {}},
+            "groups": {"g": ["acme/*", "zeta/one", "ACME/tracked"]},
+        }
+    )
+    tracked = ["acme/Tracked", "acmeco/not-this", "Other/else", "acme/configured"]
+    # The ledger's spelling wins; each repository once; an explicit member kept in its place.
+    assert config.members_of("g", tracked) == ("acme/configured", "acme/Tracked", "zeta/one")
+    assert config.members_of("g", []) == ("acme/Configured", "zeta/one", "ACME/tracked")
