@@ -356,3 +356,19 @@ def test_a_member_changed_changes_the_cached_group(served: tuple[Flask, FlaskCli
     assert after["totals"]["stats"]["opened"] + after["totals"]["pending_classification"] > (
         before["totals"]["stats"]["opened"] + before["totals"]["pending_classification"]
     )
+
+
+def test_a_repository_of_the_account_groups_keeps_its_reports(served: tuple[Flask, FlaskClient]) -> None:
+    """/reports/groups/<name>/… is a group's report; a repository named `groups/<name>` is served there as any
+    repository when no group has that name, and a group of that name wins."""
+    app, client = served
+    opened = datetime(2026, 5, 21, 2, tzinfo=UTC)
+    for repo in ("groups/tools", "groups/platform"):
+        story = PullRequestStory(91003, opened, repo=repo, title="Add a tool").opened()
+        for delivery in story.deliveries:
+            assert post(client, delivery.body, delivery.event, delivery.delivery_id).status_code == 202
+    run_jobs(app)
+    document = answer(client, f"/reports/groups/tools/{MONTH}.json", cutoff="2026-05-31").get_json()
+    assert document["repo"] == "groups/tools" and [pr["number"] for pr in document["pull_requests"]] == [91003]
+    assert group_document(client, "2026-05-31")["group"] == "platform"  # the group, not the repository
+    answer(client, f"/reports/groups/nothing/{MONTH}.json", 404)

@@ -9,6 +9,9 @@ signed link to that repository's month (`?token=`, which may be given once per m
 not read is left out of the table, the totals and the themes, and is never named: the report says only that
 some members are not shown. A group none of whose members this reader may read is answered as an unknown group.
 
+A repository of the GitHub account `groups` keeps its reports at /reports/groups/<repo>/…, as any repository, as
+long as no group has the name of that repository.
+
 A finalised member's month at its last day is its record, as its own route serves it (`?live=1`: the ledger
 now, for every member).
 """
@@ -35,7 +38,7 @@ from tracker.web.access import (
     authorize,
     carry_token,
 )
-from tracker.web.api import error_answer
+from tracker.web.api import error_answer, report
 from tracker.web.context import clipped, query_argument
 from tracker.web.context import services as current_services
 
@@ -55,6 +58,9 @@ def group_month(name: str, month: str) -> Any:
 @blueprint.get("/reports/groups/<name>/<file>")
 def group_report(name: str, file: str) -> Any:
     """`<YYYY-MM|current>.<md|html|json>?cutoff=YYYY-MM-DD&lang=en|zh-CN`."""
+    services = current_services()
+    if services.config.group_named(name) is None and services.state.repository_name(f"groups/{name}") is not None:
+        return report("groups", name, file)  # a repository of the GitHub account `groups`, and no group of that name
     month, _, fmt = file.rpartition(".")
     if fmt not in FORMATS or not month:
         return {"error": f"{clipped(file)!r}: ask for <YYYY-MM or current>.md, .html or .json"}, 404
