@@ -24,7 +24,7 @@ from bench.fixtures.paths import ROOT  # noqa: E402
 from bench.fixtures.scenario import REPO, MonthScenario, megatron_month  # noqa: E402
 from bench.fixtures.world import publish_world  # noqa: E402
 from tests.support.app import SECRET, post, run_jobs, running_app  # noqa: E402
-from tests.support.app import deliver_month as deliver  # noqa: E402
+from tests.support.months import Months  # noqa: E402
 from tracker.github.client import RateLimited  # noqa: E402
 from tracker.github.fetch import fetch_and_store  # noqa: E402
 from tracker.history.derive import BACKFILL, RECONCILIATION, history_range  # noqa: E402
@@ -41,6 +41,9 @@ from workers.jobs import read_history_job  # noqa: E402
 EXAMPLE_CONFIG = ROOT / "examples" / "megatron-lm.yaml"
 CUTOFFS = ("2026-05-09", "2026-05-15", "2026-05-31")
 FORMATS = (("json", "en"), ("md", "en"), ("md", "zh-CN"), ("html", "en"))
+# In one test process: two processes asking for a month at once would leave one waiting for the other's
+# delivery (tests/support/months.py).
+pytestmark = pytest.mark.xdist_group("backfill")
 
 
 def documents(s: Services, cutoffs: tuple[str, ...] = CUTOFFS) -> dict[tuple[str, str, str], str]:
@@ -68,15 +71,27 @@ def scenario() -> MonthScenario:
     return megatron_month()
 
 
+def late_stories(scenario: MonthScenario) -> MonthScenario:
+    """The month's PRs that began after May 5 alone: the days before are not covered."""
+    late = [
+        s
+        for s in scenario.stories
+        if min(json.loads(d.body)["pull_request"]["updated_at"] for d in s.deliveries) >= "2026-05-05"
+    ]
+    return MonthScenario(late, scenario.files)
+
+
 @pytest.fixture
-def webhooks(settings: Settings, github: FakeGitHub, scenario: MonthScenario) -> Iterator[tuple[Flask, FlaskClient]]:
-    """May 2026 received as webhooks (files from the fake GitHub), and its REST view on the fake."""
-    with running_app(settings.model_copy(update={"config_path": EXAMPLE_CONFIG})) as app:
-        client = app.test_client()
-        deliver(scenario, app, client, github)
+def webhooks(
+    months: Months, settings: Settings, github: FakeGitHub, scenario: MonthScenario
+) -> Iterator[tuple[Flask, FlaskClient]]:
+    """May 2026 received as webhooks (files from the fake GitHub; a copy, for each test, of the month
+    delivered once in the session: tests/support/months.py), and its REST view on the fake."""
+    shipped = settings.model_copy(update={"config_path": EXAMPLE_CONFIG})
+    with running_app(months.copy("may", scenario, shipped, github)) as app:
         heads = {(number, sha): paths for number, sha, paths in scenario.head_files()}
         publish_world(github, scenario.stories, heads)
-        yield app, client
+        yield app, app.test_client()
 
 
 @pytest.fixture
@@ -280,42 +295,40 @@ def test_a_deleted_pr_is_recorded_and_does_not_stop_the_backfill(
 
 
 def test_coverage_notice_appears_exactly_when_the_window_is_not_covered(
-    settings: Settings, github: FakeGitHub, scenario: MonthScenario, fresh: Services
+    months: Months, settings: Settings, github: FakeGitHub, scenario: MonthScenario, fresh: Services
 ) -> None:
     # Only the PRs that began after May 5 arrive as webhooks: the days before are not covered.
-    late = [
-        s
-        for s in scenario.stories
-        if min(json.loads(d.body)["pull_request"]["updated_at"] for d in s.deliveries) >= "2026-05-05"
-    ]
-    partial = MonthScenario(late, scenario.files)
-    with running_app(settings.model_copy(update={"config_path": EXAMPLE_CONFIG})) as app:
-        deliver(partial, app, app.test_client(), github)
-        with app.app_context():
-            s = services()
-            docs = documents(s, ("2026-05-31",))
-            final = json.loads(docs[("2026-05-31", "json", "en")])
-            assert final["coverage"]["complete"] is False
-            missing = final["coverage"]["missing"]
-            assert missing[0]["from"] == "2026-05-01"
-            command = f"tracker backfill --repo {REPO} --month 2026-05"
-            assert "Incomplete history" in docs[("2026-05-31", "md", "en")].splitlines()[2]
-            assert command in docs[("2026-05-31", "md", "en")]
-            assert "历史记录不完整" in docs[("2026-05-31", "md", "zh-CN")].splitlines()[2]
-            assert command in docs[("2026-05-31", "md", "zh-CN")]
-            assert 'class="notice"' in docs[("2026-05-31", "html", "en")]
-            # A backfill of the month covers it: the notice goes.
-            publish_world(github, scenario.stories, {(n, sha): p for n, sha, p in scenario.head_files()})
-            backfill(s)
-            docs = documents(s, ("2026-05-31",))
-            assert json.loads(docs[("2026-05-31", "json", "en")])["coverage"] == {"complete": True, "missing": []}
-            assert "Incomplete history" not in docs[("2026-05-31", "md", "en")]
-            assert "历史记录不完整" not in docs[("2026-05-31", "md", "zh-CN")]
-            assert 'class="notice"' not in docs[("2026-05-31", "html", "en")]
+    shipped = settings.model_copy(update={"config_path": EXAMPLE_CONFIG})
+    with running_app(months.copy("may-late", late_stories(scenario), shipped, github)) as app, app.app_context():
+        s = services()
+        docs = documents(s, ("2026-05-31",))
+        final = json.loads(docs[("2026-05-31", "json", "en")])
+        assert final["coverage"]["complete"] is False
+        missing = final["coverage"]["missing"]
+        assert missing[0]["from"] == "2026-05-01"
+        command = f"tracker backfill --repo {REPO} --month 2026-05"
+        assert "Incomplete history" in docs[("2026-05-31", "md", "en")].splitlines()[2]
+        assert command in docs[("2026-05-31", "md", "en")]
+        assert "历史记录不完整" in docs[("2026-05-31", "md", "zh-CN")].splitlines()[2]
+        assert command in docs[("2026-05-31", "md", "zh-CN")]
+        assert 'class="notice"' in docs[("2026-05-31", "html", "en")]
+        # A backfill of the month covers it: the notice goes.
+        publish_world(github, scenario.stories, {(n, sha): p for n, sha, p in scenario.head_files()})
+        backfill(s)
+        docs = documents(s, ("2026-05-31",))
+        assert json.loads(docs[("2026-05-31", "json", "en")])["coverage"] == {"complete": True, "missing": []}
+        assert "Incomplete history" not in docs[("2026-05-31", "md", "en")]
+        assert "历史记录不完整" not in docs[("2026-05-31", "md", "zh-CN")]
+        assert 'class="notice"' not in docs[("2026-05-31", "html", "en")]
 
 
 def test_reconciliation_recovers_dropped_deliveries_and_asks_github_to_redeliver(
-    settings: Settings, github: FakeGitHub, scenario: MonthScenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    months: Months,
+    settings: Settings,
+    github: FakeGitHub,
+    scenario: MonthScenario,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The client spaces its writes (the redelivery requests) a second apart by sleeping: here the waits it asks
     # for are recorded instead of slept, for this test (tests/github/test_issues.py holds the spacing itself).
@@ -324,14 +337,13 @@ def test_reconciliation_recovers_dropped_deliveries_and_asks_github_to_redeliver
     waits: list[float] = []
     monkeypatch.setattr(client_module.time, "sleep", waits.append)
     heads = {(n, sha): p for n, sha, p in scenario.head_files()}
-    # The month as it should be: every delivery received, into a ledger of its own.
+    # The month as it should be: every delivery received, into a ledger of its own (a copy of the month
+    # delivered once in the session).
     complete = settings.model_copy(
         update={"config_path": EXAMPLE_CONFIG, "database_url": f"sqlite:///{tmp_path / 'complete.sqlite3'}"}
     )
-    with running_app(complete) as full:
-        deliver(scenario, full, full.test_client(), github)
-        with full.app_context():
-            expected = documents(services())
+    with running_app(months.copy("may", scenario, complete, github)) as full, full.app_context():
+        expected = documents(services())
     # Every fifth delivery was lost in transit: GitHub recorded its attempt as failed.
     everything = [d for story in scenario.stories for d in story.deliveries]
     dropped = {d.delivery_id for d in everything[::5]}
@@ -369,18 +381,14 @@ def test_reconciliation_recovers_dropped_deliveries_and_asks_github_to_redeliver
 
 
 def test_a_cached_report_loses_its_notice_once_a_backfill_covers_the_month(
-    settings: Settings, github: FakeGitHub, scenario: MonthScenario, monkeypatch: pytest.MonkeyPatch
+    months: Months, settings: Settings, github: FakeGitHub, scenario: MonthScenario, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Only the PRs begun after May 5 arrive as webhooks: the days before are not covered.
-    late = [
-        s
-        for s in scenario.stories
-        if min(json.loads(d.body)["pull_request"]["updated_at"] for d in s.deliveries) >= "2026-05-05"
-    ]
-    with running_app(settings.model_copy(update={"config_path": EXAMPLE_CONFIG})) as app:
+    late = late_stories(scenario)
+    shipped = settings.model_copy(update={"config_path": EXAMPLE_CONFIG})
+    with running_app(months.copy("may-late", late, shipped, github)) as app:
         client = app.test_client()
-        deliver(MonthScenario(late, scenario.files), app, client, github)
-        publish_world(github, late, {(n, sha): p for n, sha, p in scenario.head_files()})
+        publish_world(github, late.stories, {(n, sha): p for n, sha, p in scenario.head_files()})
         with app.app_context():
             s = services()
             # A backfill that read every PR and stopped just before recording its coverage (a crash).

@@ -23,6 +23,7 @@ from flask.testing import FlaskClient
 from bench.fixtures.paths import require_shared
 from tests.support.app import run_jobs, running_app
 from tests.support.fake_openai import FakeOpenAI, Reply, Status
+from tests.support.months import Months
 from tracker.narration import schema as narration
 from tracker.narration.client import ChatClient
 from tracker.settings import Settings
@@ -32,10 +33,12 @@ from workers import runtime
 require_shared()
 
 from bench.fixtures.scenario import REPO, megatron_month  # noqa: E402
-from tests.support.app import deliver_month as deliver  # noqa: E402
 from workers.jobs import narrate_month  # noqa: E402
 
 MONTH = "2026-05"
+# In one test process: two processes asking for a month at once would leave one waiting for the other's
+# delivery (tests/support/months.py).
+pytestmark = pytest.mark.xdist_group("narrate")
 
 
 @pytest.fixture
@@ -44,25 +47,25 @@ def fake() -> Iterator[FakeOpenAI]:
         yield server
 
 
-@pytest.fixture
-def narrated(settings: Settings, github: Any, fake: FakeOpenAI, tmp_path: Path) -> Iterator[tuple[Flask, FlaskClient]]:
-    config = tmp_path / "tracker.yaml"
+def narrator_on(settings: Settings, directory: Path, fake: FakeOpenAI, **more: float) -> Settings:
+    """`settings` with the narrator on for the repository (its configuration written in `directory`),
+    asking `fake`."""
+    config = directory / "tracker.yaml"
     config.write_text(f"repositories:\n  {REPO}:\n    narrator: llm\n    glossary: [Megatron]\n", encoding="utf-8")
-    enabled = settings.model_copy(
-        update={
-            "config_path": config,
-            "llm_base_url": fake.url,
-            "llm_model": "test-model",
-            "llm_timeout": 5.0,
-            "llm_input_price": 2.0,
-            "llm_output_price": 8.0,
-        }
+    return settings.model_copy(
+        update={"config_path": config, "llm_base_url": fake.url, "llm_model": "test-model", "llm_timeout": 5.0, **more}
     )
-    with running_app(enabled) as app:
-        client = app.test_client()
-        deliver(megatron_month(), app, client, github)
-        run_jobs(app)
-        yield app, client
+
+
+@pytest.fixture
+def narrated(
+    months: Months, settings: Settings, github: Any, fake: FakeOpenAI, tmp_path: Path
+) -> Iterator[tuple[Flask, FlaskClient]]:
+    """May 2026 received as webhooks with the narrator on: a copy, for each test, of the month delivered
+    once in the session (tests/support/months.py)."""
+    enabled = narrator_on(settings, tmp_path, fake, llm_input_price=2.0, llm_output_price=8.0)
+    with running_app(months.copy("may-narrator", megatron_month(), enabled, github)) as app:
+        yield app, app.test_client()
 
 
 def report_json(client: FlaskClient) -> dict[str, Any]:
@@ -398,18 +401,13 @@ def test_a_github_that_cannot_be_reached_leaves_the_commit_subjects_out(
 
 
 @pytest.fixture
-def small(settings: Settings, github: Any, fake: FakeOpenAI, tmp_path: Path) -> Iterator[tuple[Flask, FlaskClient]]:
-    """`narrated` with a few PRs, all in Delivered: quicker to set up."""
-    config = tmp_path / "tracker.yaml"
-    config.write_text(f"repositories:\n  {REPO}:\n    narrator: llm\n    glossary: [Megatron]\n", encoding="utf-8")
-    enabled = settings.model_copy(
-        update={"config_path": config, "llm_base_url": fake.url, "llm_model": "test-model", "llm_timeout": 5.0}
-    )
-    with running_app(enabled) as app:
-        client = app.test_client()
-        deliver(megatron_month(count=5, still_open=2), app, client, github)
-        run_jobs(app)
-        yield app, client
+def small(
+    months: Months, settings: Settings, github: Any, fake: FakeOpenAI, tmp_path: Path
+) -> Iterator[tuple[Flask, FlaskClient]]:
+    """`narrated` with a few PRs, all in Delivered (a copy of them, as `narrated`)."""
+    enabled = narrator_on(settings, tmp_path, fake)
+    with running_app(months.copy("may-5-narrator", megatron_month(count=5, still_open=2), enabled, github)) as app:
+        yield app, app.test_client()
 
 
 def invoke(settings: Settings, monkeypatch: pytest.MonkeyPatch, *arguments: str, **env: str) -> Any:

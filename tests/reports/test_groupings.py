@@ -15,11 +15,13 @@ from redis import Redis
 from bench.fixtures.factory import PullRequestStory
 from bench.fixtures.paths import needs_shared
 from bench.fixtures.scenario import REPO, megatron_month
+from tests.support.months import copy_sqlite
 from tests.support.tracking import Tracker
 from tracker.config import TrackerConfig
 from tracker.core import clusters
 from tracker.core.noise import MAINTENANCE_THEME
 from tracker.core.report import Report
+from tracker.queue import connect_redis
 from tracker.reports import groupings
 from tracker.reports.loading import report_for, resolve
 from tracker.reports.render import render
@@ -35,18 +37,32 @@ TODAY = date(2026, 6, 10)
 CUTOFF = "2026-05-20"
 
 
-@pytest.fixture
-def may(tmp_path: Path) -> Iterator[Tracker]:
-    """40 real PRs of May 2026, their files as fetched."""
-    engine = connect(f"sqlite:///{tmp_path / 'l.sqlite3'}")
-    tracker = Tracker(Ledger(engine), MonthState(engine), HeadStore(engine), TrackerConfig())
+def tracker(path: Path) -> Tracker:
+    engine = connect(f"sqlite:///{path}")
+    return Tracker(Ledger(engine), MonthState(engine), HeadStore(engine), TrackerConfig())
+
+
+@pytest.fixture(scope="module")
+def ledger_of_may(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """40 real PRs of May 2026, their files as fetched: a ledger made once for the module."""
+    path = tmp_path_factory.mktemp("may") / "l.sqlite3"
+    made = tracker(path)
     scenario = megatron_month(count=40, still_open=8)
-    tracker.deliver([d for story in scenario.stories for d in story.deliveries])
-    tracker.give_files({number: paths for (number, _), paths in scenario.files.items()})
+    made.deliver([d for story in scenario.stories for d in story.deliveries])
+    made.give_files({number: paths for (number, _), paths in scenario.files.items()})
+    made.state.engine.dispose()
+    return path
+
+
+@pytest.fixture
+def may(ledger_of_may: Path, tmp_path: Path) -> Iterator[Tracker]:
+    """The 40 PRs of May 2026, in a copy of the module's ledger of them for each test."""
+    copy_sqlite(ledger_of_may, tmp_path / "l.sqlite3")
+    copied = tracker(tmp_path / "l.sqlite3")
     try:
-        yield tracker
+        yield copied
     finally:
-        engine.dispose()
+        copied.state.engine.dispose()
 
 
 def _day(day: int) -> datetime:
@@ -148,7 +164,9 @@ def test_new_data_is_a_new_grouping_never_a_stale_one(may: Tracker, redis: Redis
 
 
 def test_a_redis_that_fails_costs_a_grouping_nothing_more(may: Tracker) -> None:
-    dead = Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    # The client the app makes (its short timeouts and retries), of a Redis that is not there: a client with
+    # redis-py's own retries waited 10 s and more for its back-offs, which only made the test slow.
+    dead = connect_redis("redis://127.0.0.1:1/0")
     clusters.forget()
     report = report_for(may, request(may), cache=dead)
     assert render(report, "json", "en") == render(from_nothing(may), "json", "en")

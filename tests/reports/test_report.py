@@ -21,8 +21,8 @@ require_shared()  # the fake GitHub (imported below) reads GitHub's example answ
 from bench.fixtures.fake_github import FakeGitHub  # noqa: E402
 from bench.fixtures.paths import ROOT  # noqa: E402
 from bench.fixtures.scenario import REPO, megatron_month  # noqa: E402
-from tests.support.app import ACTIVE_GITHUB, post, run_jobs, running_app  # noqa: E402
-from tests.support.app import deliver_month as deliver  # noqa: E402
+from tests.support.app import post, run_jobs  # noqa: E402
+from tests.support.months import Months, month_app  # noqa: E402
 from tracker.settings import Settings  # noqa: E402
 from tracker.store.rebuild import rebuild  # noqa: E402
 from tracker.web.context import services  # noqa: E402
@@ -31,24 +31,22 @@ EXAMPLE_CONFIG = ROOT / "examples" / "megatron-lm.yaml"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 CUTOFFS = {"partial": "2026-05-15", "final": "2026-05-31"}
 CITATION = re.compile(r"\[([^\]\[]+) #(\d+)\]\(https://github\.com/NVIDIA/Megatron-LM/pull/(\d+)\)")
-# In one test process: the month (`megatron`) is delivered once there, not once in each.
-pytestmark = pytest.mark.xdist_group("megatron-report")
+# In one test process with the modules whose months extend this one (tests/web/test_drilldown.py, test_since.py):
+# each is this month's copy with more delivered, and two processes asking for a month at once would leave one
+# waiting for the other's delivery (tests/support/months.py).
+pytestmark = pytest.mark.xdist_group("may")
 
 
 @pytest.fixture(scope="module")
-def megatron(module_settings: Settings, github_server: FakeGitHub) -> Iterator[tuple[Flask, FlaskClient]]:
+def megatron(
+    months: Months, module_settings: Settings, github_server: FakeGitHub
+) -> Iterator[tuple[Flask, FlaskClient]]:
     """May 2026 of Megatron-LM through the webhook, files from the fake GitHub, the shipped taxonomy:
-    delivered once for the module's tests, which only read it (a rebuild gives the same month)."""
-    github_server.reset()
-    ACTIVE_GITHUB.append(github_server)
-    try:
-        with running_app(module_settings.model_copy(update={"config_path": EXAMPLE_CONFIG})) as app:
-            client = app.test_client()
-            deliver(megatron_month(), app, client, github_server)
-            ACTIVE_GITHUB.clear()
-            yield app, client
-    finally:
-        ACTIVE_GITHUB.clear()
+    delivered once in the session (tests/support/months.py), a copy for the module's tests, which only read
+    it (a rebuild gives the same month)."""
+    settings = module_settings.model_copy(update={"config_path": EXAMPLE_CONFIG})
+    with month_app(months, "may", megatron_month(), settings, github_server) as app:
+        yield app
 
 
 def get(client: FlaskClient, name: str, **params: str) -> str:
@@ -198,13 +196,14 @@ def test_html_page_has_chart_themes_and_switches(megatron: tuple[Flask, FlaskCli
     assert not re.search(r'(src|href)="(https?:)?//(?!github\.com/)', page)
 
 
-def test_cli_render_writes_the_same_bytes(megatron: tuple[Flask, FlaskClient], module_settings: Settings) -> None:
+def test_cli_render_writes_the_same_bytes(megatron: tuple[Flask, FlaskClient]) -> None:
     from click.testing import CliRunner
 
     from tracker.cli import main
 
-    _, client = megatron
-    settings = module_settings
+    app, client = megatron
+    with app.app_context():
+        settings = services().settings  # over the module's copy of the month
     env = {
         "TRACKER_DATABASE_URL": settings.resolved_database_url,
         "TRACKER_CONFIG": str(EXAMPLE_CONFIG),

@@ -2,6 +2,7 @@
 
 - `app`: the app in this process: signed deliveries posted to its webhook, its queued jobs run by a
   burst worker, a month of stories delivered.
+- `months`: months delivered once in a session, each test starting from a copy of one's database.
 - `processes`: the `tracker` command as a real process: free ports, a clean environment, waiting for
   health, for deliveries processed, for a condition (tests using these carry the `system` marker).
 - `clock`: instants written as text, as epoch seconds (`utc`) or datetimes (`at`).

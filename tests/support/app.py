@@ -141,19 +141,3 @@ def deliver_month(scenario: MonthScenario, app: Flask, client: FlaskClient, gith
                 github.set_files(REPO, story.number, sha, heads[(story.number, sha)])
             assert post(client, d.body, d.event, d.delivery_id).status_code == 202
         run_jobs(app)
-
-
-@contextmanager
-def month_app(settings: Settings, github: Any, scenario: MonthScenario) -> Iterator[tuple[Flask, FlaskClient]]:
-    """An app over `settings` with `scenario` delivered through its webhook and every job run (the fake
-    `github` answering its heads' files meanwhile): a month a module's tests share and only read."""
-    github.reset()
-    ACTIVE_GITHUB.append(github)
-    try:
-        with running_app(settings) as app:
-            client = app.test_client()
-            deliver_month(scenario, app, client, github)
-            ACTIVE_GITHUB.clear()
-            yield app, client
-    finally:
-        ACTIVE_GITHUB.clear()

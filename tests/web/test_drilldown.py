@@ -30,7 +30,8 @@ from bench.fixtures.factory import PullRequestStory  # noqa: E402
 from bench.fixtures.fake_github import FakeGitHub  # noqa: E402
 from bench.fixtures.paths import ROOT  # noqa: E402
 from bench.fixtures.scenario import REPO, MonthScenario, megatron_month  # noqa: E402
-from tests.support.app import month_app, post, run_jobs, running_app  # noqa: E402
+from tests.support.app import post, run_jobs, running_app  # noqa: E402
+from tests.support.months import Months, month_app  # noqa: E402
 from tracker.core.drilldown import EXCLUSIONS, STATISTICS  # noqa: E402
 from tracker.reports.digests import forget_held  # noqa: E402
 from tracker.reports.warm import warm_month  # noqa: E402
@@ -62,8 +63,8 @@ EXTRA: dict[int, tuple[str, list[Any], str]] = {
     90005: ("Drop the old scheduler", ["megatron/core/scheduler.py"], "closed"),
     90006: (HOSTILE, ["megatron/core/hostile.py"], "open"),
 }
-# In one test process: the month (`megatron`) is delivered once there, not once in each.
-pytestmark = pytest.mark.xdist_group("drilldown")
+# In one test process with tests/reports/test_report.py, whose month this one extends (tests/support/months.py).
+pytestmark = pytest.mark.xdist_group("may")
 
 
 def with_extra(scenario: MonthScenario) -> MonthScenario:
@@ -80,11 +81,15 @@ def with_extra(scenario: MonthScenario) -> MonthScenario:
 
 
 @pytest.fixture(scope="module")
-def megatron(module_settings: Settings, github_server: FakeGitHub) -> Iterator[tuple[Flask, FlaskClient]]:
-    """May 2026 of Megatron-LM, delivered once for the module's tests, which only read it."""
+def megatron(
+    months: Months, module_settings: Settings, github_server: FakeGitHub
+) -> Iterator[tuple[Flask, FlaskClient]]:
+    """May 2026 of Megatron-LM (tests/reports/test_report.py's month, and the PRs above), delivered once in
+    the session: a copy for the module's tests, which only read it."""
     settings = module_settings.model_copy(update={"config_path": EXAMPLE_CONFIG})
-    with month_app(settings, github_server, with_extra(megatron_month(MONTH))) as answered:
-        yield answered
+    may = ("may", megatron_month(MONTH))
+    with month_app(months, "may-drilldown", with_extra(megatron_month(MONTH)), settings, github_server, may) as app:
+        yield app
 
 
 def text(client: FlaskClient, url: str, **params: str) -> str:

@@ -25,7 +25,7 @@ require_shared()  # the fake GitHub (imported below) reads GitHub's example answ
 from bench.fixtures.factory import PullRequestStory  # noqa: E402
 from bench.fixtures.fake_github import FakeGitHub  # noqa: E402
 from bench.fixtures.scenario import REPO, MonthScenario, megatron_month  # noqa: E402
-from tests.support.app import month_app  # noqa: E402
+from tests.support.months import Months, month_app  # noqa: E402
 from tests.web.test_drilldown import EXAMPLE_CONFIG, MONTH, with_extra  # noqa: E402
 from tracker.records import store as records  # noqa: E402
 from tracker.records.publish import PARTIAL, _documents  # noqa: E402
@@ -42,7 +42,8 @@ PAIRS = (
 )
 # Opened on May 6 changing code; a push on May 15 leaves only tests: re-classified between May 12 and 20.
 RECLASSIFIED = 90101
-pytestmark = pytest.mark.xdist_group("since")
+# In one test process with tests/web/test_drilldown.py, whose month this one extends (tests/support/months.py).
+pytestmark = pytest.mark.xdist_group("may")
 
 
 def with_reclassification(scenario: MonthScenario) -> MonthScenario:
@@ -55,11 +56,16 @@ def with_reclassification(scenario: MonthScenario) -> MonthScenario:
 
 
 @pytest.fixture(scope="module")
-def megatron(module_settings: Settings, github_server: FakeGitHub) -> Iterator[tuple[Flask, FlaskClient]]:
-    """May 2026 of Megatron-LM, delivered once for the module's tests."""
+def megatron(
+    months: Months, module_settings: Settings, github_server: FakeGitHub
+) -> Iterator[tuple[Flask, FlaskClient]]:
+    """May 2026 of Megatron-LM (the drill-down's month and the re-classified PR), delivered once in the
+    session: a copy for the module's tests, which only read it."""
     settings = module_settings.model_copy(update={"config_path": EXAMPLE_CONFIG})
-    with month_app(settings, github_server, with_reclassification(with_extra(megatron_month(MONTH)))) as answered:
-        yield answered
+    month = with_reclassification(with_extra(megatron_month(MONTH)))
+    drilldown = ("may-drilldown", with_extra(megatron_month(MONTH)))
+    with month_app(months, "may-since", month, settings, github_server, drilldown) as app:
+        yield app
 
 
 def text(client: FlaskClient, url: str, **params: str) -> str:

@@ -20,8 +20,8 @@ require_shared()  # bench.fixtures.fake_github reads GitHub's example answers fr
 from bench.fixtures.factory import PullRequestStory  # noqa: E402
 from bench.fixtures.fake_github import FakeGitHub  # noqa: E402
 from bench.fixtures.scenario import REPO, megatron_month  # noqa: E402
-from tests.support.app import deliver_month as deliver  # noqa: E402
 from tests.support.app import post, run_jobs, running_app  # noqa: E402
+from tests.support.months import Months  # noqa: E402
 from tracker.core import clusters  # noqa: E402
 from tracker.settings import Settings  # noqa: E402
 
@@ -29,14 +29,18 @@ ADMIN = {"Authorization": "Bearer test-admin-token"}
 CUTOFF = "2026-05-15"
 SNAPSHOT = f"/api/v1/repos/{REPO}/months/2026-05"
 REPORT = f"/reports/{REPO}/2026-05.json"
+# In one test process: two processes asking for a month at once would leave one waiting for the other's
+# delivery (tests/support/months.py).
+pytestmark = pytest.mark.xdist_group("summary")
 
 
 @pytest.fixture
-def megatron(settings: Settings, github: FakeGitHub) -> Iterator[tuple[Flask, FlaskClient]]:
-    with running_app(settings.model_copy(update={"config_path": ROOT / "examples" / "megatron-lm.yaml"})) as app:
-        client = app.test_client()
-        deliver(megatron_month(count=30, still_open=6), app, client, github)
-        yield app, client
+def megatron(months: Months, settings: Settings, github: FakeGitHub) -> Iterator[tuple[Flask, FlaskClient]]:
+    """30 PRs of May 2026: a copy, for each test, of the month delivered once in the session
+    (tests/support/months.py)."""
+    shipped = settings.model_copy(update={"config_path": ROOT / "examples" / "megatron-lm.yaml"})
+    with running_app(months.copy("may-30", megatron_month(count=30, still_open=6), shipped, github)) as app:
+        yield app, app.test_client()
 
 
 def get(client: FlaskClient, path: str, **params: str) -> Any:
