@@ -256,3 +256,18 @@ def test_a_format_pattern_re2_refuses_is_an_error_naming_the_key(tmp_path: Path,
         config_from(path)
     key = "repositories.acme/widgets.classification.format_pattern"
     assert f"{key}: format_pattern is not a regular expression RE2 accepts" in str(caught.value)
+
+
+def test_the_fast_yaml_loader_reads_the_examples_as_the_pure_one_does() -> None:
+    """The config is parsed by LibYAML's loader where PyYAML has it (tracker.config._YAML_LOADER): the same
+    data as PyYAML's own safe loader, on every shipped example."""
+    import yaml
+
+    from bench.fixtures.paths import ROOT
+    from tracker.config import _YAML_LOADER
+
+    examples = sorted((ROOT / "examples").glob("*.yaml"))
+    assert examples
+    for path in examples:
+        text = path.read_text(encoding="utf-8")
+        assert yaml.load(text, Loader=_YAML_LOADER) == yaml.load(text, Loader=yaml.SafeLoader), path
