@@ -506,11 +506,23 @@ def test_the_code_fingerprint_covers_the_templates() -> None:
 
     assert fingerprint.code_fingerprint() == fingerprint.CODE  # stable: computed from the files, nothing else
     assert cache.CODE == digests.CODE == groupings.CODE == fingerprint.CODE  # one fingerprint for every cache
-    templates = sorted((Path(cache.__file__).parent / "templates").glob("*.j2"))
-    assert len(templates) == 3
+    templates = {path.name for path in (Path(cache.__file__).parent / "templates").glob("*.j2")}
+    languages = ("en.md", "zh-CN.md", "html")
+    assert templates == {f"{kind}.{language}.j2" for kind in ("report", "group") for language in languages}
 
 
-@pytest.mark.parametrize("changed", ["reports/templates/report.en.md.j2", "core/titles.py", "store/month_digest.py"])
+@pytest.mark.parametrize(
+    "changed",
+    [
+        "reports/templates/report.en.md.j2",
+        "reports/templates/group.html.j2",
+        "core/titles.py",
+        "store/month_digest.py",
+        "history/store.py",
+        "records/finalize.py",
+        "narration/prose.py",
+    ],
+)
 def test_a_change_to_any_source_of_a_report_changes_the_fingerprint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, changed: str
 ) -> None:
