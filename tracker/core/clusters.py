@@ -58,16 +58,17 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import igraph
 import numpy as np
-from scipy.cluster.hierarchy import fcluster, linkage
-from scipy.sparse import csr_matrix, diags
-from scipy.spatial.distance import squareform
 
 from tracker.core.themes import considered_files, is_auxiliary
 from tracker.core.titles import Term, term_key, title_terms
 from tracker.core.vocabulary import month_vocabulary
+
+if TYPE_CHECKING:  # scipy is imported where a month is grouped: a process that never groups skips its 0.4 s
+    from scipy.sparse import csr_matrix
 
 MAX_THEMES = 10
 MAX_TOPICS = 4
@@ -223,6 +224,8 @@ _BLOCKS |= {"r": REFERENCE_WEIGHT, "p": PRIOR_WEIGHT, "q": PRIOR_WEIGHT}  # area
 def _similarity(items: Sequence[Item]) -> np.ndarray:
     """Cosine similarity of every pair of changes (a dense n × n matrix, 1 on the diagonal or 0 for a
     change that shares nothing with any other)."""
+    from scipy.sparse import csr_matrix
+
     n = len(items)
     rows = [_features(item) for item in items]
     # Every (change, feature) entry, change by change, each change's in the order of its features.
@@ -249,6 +252,8 @@ def _similarity(items: Sequence[Item]) -> np.ndarray:
 
 
 def _normalised(matrix: csr_matrix) -> csr_matrix:
+    from scipy.sparse import diags
+
     norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
     norms[norms == 0] = 1.0
     return diags(1 / norms) @ matrix
@@ -259,6 +264,10 @@ def _normalised(matrix: csr_matrix) -> csr_matrix:
 
 def _communities(similarity: np.ndarray, members: Sequence[int], runs: int = RUNS) -> list[list[int]]:
     """Consensus Louvain communities of the neighbour graph of `members`, largest first."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.sparse import csr_matrix
+    from scipy.spatial.distance import squareform
+
     if len(members) <= 2:
         return _ordered([[m] for m in members] if _sim(similarity, members) < MIN_SIMILARITY else [list(members)])
     sub = similarity[np.ix_(members, members)]
