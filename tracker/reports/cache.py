@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from datetime import date
 
 from redis import Redis
@@ -53,29 +54,39 @@ def rendered_bytes(
     since: date | None = None,
 ) -> bytes:
     """`rendered` as the UTF-8 bytes an answer sends (a cached 2 MB JSON is sent as Redis gave it)."""
-    key = None
-    if cache is not None:
-        key = render_key(services, request, document, since)
-        try:
-            hit = cache.get(key)
-            if hit is not None:
-                cache.zadd(INDEX, {key: time.time()})
-                return hit if isinstance(hit, bytes) else str(hit).encode("utf-8")
-        except Exception:  # a cache outage costs a render, nothing more
-            log.warning("render cache unavailable", exc_info=True)
-            key = None
-    with collector_paused():
-        # The Markdown and the HTML show no PR's evidence: a snapshot from the month's digest leaves it out.
-        evidence = document.fmt == "json" and document.detail == FULL
-        report = report_for(services, request, cache=cache, evidence=evidence)
-        changed = since_for(services, request, since, report, cache) if since is not None else None
-        data = render_bytes(report, *document, since=changed)
-        del report, changed  # freed inside the pause
-    if cache is not None and key is not None:
-        try:
-            keep(cache, key, data)
-        except Exception:
-            log.warning("render cache unavailable", exc_info=True)
+
+    def render() -> bytes:
+        with collector_paused():
+            # The Markdown and the HTML show no PR's evidence: a snapshot from the month's digest leaves it out.
+            evidence = document.fmt == "json" and document.detail == FULL
+            report = report_for(services, request, cache=cache, evidence=evidence)
+            changed = since_for(services, request, since, report, cache) if since is not None else None
+            data = render_bytes(report, *document, since=changed)
+            del report, changed  # freed inside the pause
+        return data
+
+    key = render_key(services, request, document, since) if cache is not None else None
+    return kept_or_made(cache, key, render)
+
+
+def kept_or_made(cache: Redis | None, key: str | None, make: Callable[[], bytes]) -> bytes:
+    """What the cache keeps under `key`, else `make()`, then kept there. A cache outage costs a render,
+    nothing more; no cache or no key: `make()`."""
+    if cache is None or key is None:
+        return make()
+    try:
+        hit = cache.get(key)
+        if hit is not None:
+            cache.zadd(INDEX, {key: time.time()})
+            return hit if isinstance(hit, bytes) else str(hit).encode("utf-8")
+    except Exception:
+        log.warning("render cache unavailable", exc_info=True)
+        return make()
+    data = make()
+    try:
+        keep(cache, key, data)
+    except Exception:
+        log.warning("render cache unavailable", exc_info=True)
     return data
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import calendar
 import hashlib
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -44,7 +43,7 @@ from tracker.core.report import DELIVERED
 from tracker.core.window import Month, Window, WindowError, resolve_window, today_in
 from tracker.records.finalize import served_record
 from tracker.records.store import MonthRecord
-from tracker.reports.cache import INDEX, keep, render_key, rendered_bytes
+from tracker.reports.cache import kept_or_made, render_key, rendered_bytes
 from tracker.reports.collector import collector_paused
 from tracker.reports.fingerprint import CODE
 from tracker.reports.render import (
@@ -142,25 +141,13 @@ def group_bytes(
 ) -> bytes:
     """The group's report as `document` (format and language), from the cache when no member changed."""
     records = {} if live else {member: served_record(services.records, member) for member in group.members}
+
+    def render() -> bytes:
+        with collector_paused():
+            return render_group(group_report(services, group, cache, records), document.fmt, document.lang)
+
     key = group_key(services, group, document, records) if cache is not None else None
-    if cache is not None and key is not None:
-        try:
-            hit = cache.get(key)
-            if hit is not None:
-                cache.zadd(INDEX, {key: time.time()})
-                return hit if isinstance(hit, bytes) else str(hit).encode("utf-8")
-        except Exception:  # a cache outage costs a render, nothing more
-            log.warning("render cache unavailable", exc_info=True)
-            key = None
-    with collector_paused():
-        report = group_report(services, group, cache, records)
-        data = render_group(report, document.fmt, document.lang)
-    if cache is not None and key is not None:
-        try:
-            keep(cache, key, data)
-        except Exception:
-            log.warning("render cache unavailable", exc_info=True)
-    return data
+    return kept_or_made(cache, key, render)
 
 
 def group_report(
