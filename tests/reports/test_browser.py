@@ -6,8 +6,10 @@ Playwright's own browser download is never used. The screenshot is saved under t
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,18 +49,24 @@ CHROMIUM_ARGS = [
 
 
 def ensure_chromium() -> str:
-    if Path(CHROMIUM).exists():
+    # One installer at a time: the session's other test processes wait here (apt-get takes dpkg's lock and
+    # fails at once when another holds it).
+    with open(Path(tempfile.gettempdir()) / "tracker-tests-chromium.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not Path(CHROMIUM).exists():
+            _install("chromium")
         _ensure_chinese_fonts()
-        return CHROMIUM
+    return CHROMIUM
+
+
+def _install(package: str) -> None:
     apt = shutil.which("apt-get")
     if apt is None:
-        pytest.skip("Chromium is missing and apt-get is not available to install it")
-    install = [apt, "install", "-y", "-q", "chromium"]
+        pytest.skip(f"{package} is missing and apt-get is not available to install it")
+    install = [apt, "install", "-y", "-q", package]
     if subprocess.run(install, capture_output=True, timeout=900).returncode != 0:
         subprocess.run([apt, "update", "-q"], check=True, capture_output=True, timeout=600)
         subprocess.run(install, check=True, capture_output=True, timeout=900)
-    _ensure_chinese_fonts()
-    return CHROMIUM
 
 
 def _ensure_chinese_fonts() -> None:
