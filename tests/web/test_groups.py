@@ -43,6 +43,7 @@ ADMIN = {"Authorization": "Bearer test-admin-token"}
 LINK_SECRET = "group-link-secret"
 HOSTILE = "<img src=x onerror=alert(1)> & <b>bold</b> @someone #12"
 SECRET_TITLE = "Classified: the secret scheduler"
+CODED = "Fix `norm_out` <dtype> in the `MoE` router"  # identifiers quoted as GitHub shows them: code
 TEST_ONLY = 91001
 CONFIG = f"""
 repositories:
@@ -68,6 +69,7 @@ def stories() -> dict[str, list[tuple[PullRequestStory, list[str]]]]:
             merged_at = datetime.fromisoformat(pr["committer_date"])
             title = SECRET_TITLE if repo == SECRET and offset == 0 else pr["title"]
             title = HOSTILE if repo == PUBLIC[1] and offset == 0 else title
+            title = CODED if repo == PUBLIC[1] and offset == 1 else title
             story = PullRequestStory(
                 pr["pr_number"], merged_at - timedelta(days=2), repo=repo, base=pr["branch"], title=title
             )
@@ -341,6 +343,27 @@ def test_a_hostile_title_is_inert(served: tuple[Flask, FlaskClient]) -> None:
     document = group_document(client, "2026-05-31")
     titles = [c["title"] for s in document["sections"] for t in s["themes"] for p in t["parts"] for c in p["changes"]]
     assert any(title.startswith("<img src=x") for title in titles)  # the JSON keeps the data
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_backticks_of_a_title_are_code_in_html_and_literal_in_markdown(
+    served: tuple[Flask, FlaskClient], lang: str
+) -> None:
+    """As in a repository's report: GitHub shows a title's `...` as code; the HTML does too, escaped inside."""
+    _, client = served
+    titles = [
+        c["title"]
+        for s in group_document(client, "2026-05-31")["sections"]
+        for t in s["themes"]
+        for p in t["parts"]
+        for c in p["changes"]
+    ]
+    assert CODED in titles
+    page = answer(client, f"{GROUP}.html", lang=lang).get_data(as_text=True)
+    assert "Fix <code>norm_out</code> &lt;dtype&gt; in the <code>MoE</code> router" in page
+    assert "`norm_out`" not in page
+    markdown = answer(client, f"{GROUP}.md", lang=lang).get_data(as_text=True)
+    assert "Fix \\`norm\\_out\\` \\<dtype\\> in the \\`MoE\\` router" in markdown
 
 
 def test_a_member_changed_changes_the_cached_group(served: tuple[Flask, FlaskClient]) -> None:

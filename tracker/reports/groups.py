@@ -57,6 +57,7 @@ from tracker.reports.render import (
     prose_markdown,
     pull_url,
     render_template_named,
+    title_html,
 )
 from tracker.reports.request import MonthRequest, ReportServices
 
@@ -343,7 +344,7 @@ def _parts_html(parts: Sequence[Part], theme: GroupTheme, zh: bool) -> Markup:
         count = f"{n} 项变更" if zh else f"{n} {'change' if n == 1 else 'changes'}"
         changes = []
         for change in part.changes:
-            title = escape(plain(change.title, MAX_TITLE))
+            title = title_html(change.title)
             cited = ("、" if zh else ", ").join(_cited_html(change.cited))
             changes.append(f"<li>“{title}”（{cited}）</li>" if zh else f"<li>{title} ({cited})</li>")
         items.append(
@@ -365,7 +366,7 @@ def _reverted(reverted: Sequence[Reverted], fmt: str, zh: bool) -> str | Markup:
                 between.join(_cited_markdown(line.by)),
             )
         else:
-            title = str(escape(plain(line.title, MAX_TITLE)))
+            title = title_html(line.title)
             cited, by = between.join(_cited_html(line.cited)), between.join(_cited_html(line.by))
         if zh:
             parts.append(f"“{title}”（{cited}）{f'，已由 {by} 回退' if by else ''}")

@@ -366,7 +366,7 @@ def bullet_html(changes: Sequence[Change], lang: str, repo: str, folded: bool = 
     parts = []
     for change in changes:
         cited = citations_html(change, between, repo)
-        text = _code_spans(str(escape(plain(change.title if folded else change.text, MAX_TITLE))))
+        text = title_html(change.title if folded else change.text)
         parts.append(f"{quote}{text}{unquote}{opening}{cited}{closing}")
     return Markup(separator.join(parts) + end)
 
@@ -389,9 +389,10 @@ def _label_html(base_ref: str, number: int) -> str:
 _BACKTICKS = re.compile(r"`([^`]++)`")
 
 
-def _code_spans(escaped: str) -> str:
-    """Escaped text with each `...` as <code>: what GitHub shows for the backticks of a title."""
-    return _BACKTICKS.sub(r"<code>\1</code>", escaped)
+def title_html(text: str) -> str:
+    """Untrusted words of a line (a title, a summary sentence) as HTML: one clean line cut at `MAX_TITLE`,
+    escaped, each `...` as <code>: what GitHub shows for the backticks of a title."""
+    return _BACKTICKS.sub(r"<code>\1</code>", str(escape(plain(text, MAX_TITLE))))
 
 
 def folded_label(theme: Theme, lang: str) -> str:
@@ -427,7 +428,7 @@ def reverted_html(section: Section, lang: str, repo: str) -> Markup:
 
     parts = []
     for undone, revert in section.reverted:
-        title = _code_spans(str(escape(plain(undone.title, MAX_TITLE))))
+        title = title_html(undone.title)
         if zh:
             parts.append(f"“{title}”（{cited(undone)}）{f'，已由 {cited(revert)} 回退' if revert else ''}")
         else:
@@ -527,16 +528,16 @@ def _since_line(repo: str, pr: PullRequestSnapshot, note: str, zh: bool) -> tupl
     url = pull_url(repo, number)
     cited_md = f"[{markdown_text(base_ref or 'unknown')} #{number}]({url})"
     cited_html = f'<a class="cite" href="{escape(url)}">{_label_html(base_ref, number)}</a>'
-    title_html = _code_spans(str(escape(plain(raw, MAX_TITLE))))
+    titled = title_html(raw)
     note_html = str(escape(plain(note, None)))
     if zh:
         markdown = f"“{markdown_text(raw, MAX_TITLE)}”（{cited_md}）" + (f"：{markdown_text(note)}" if note else "")
-        html = f"“{title_html}”（{cited_html}）" + (f"：{note_html}" if note else "")
+        html = f"“{titled}”（{cited_html}）" + (f"：{note_html}" if note else "")
     else:
         # The title starts a list item: "1. …" or "# …" stays inert there.
         markdown = f"{prose_markdown(plain(raw, MAX_TITLE))} ({cited_md})"
         markdown += f": {markdown_text(note)}" if note else ""
-        html = f"{title_html} ({cited_html})" + (f": {note_html}" if note else "")
+        html = f"{titled} ({cited_html})" + (f": {note_html}" if note else "")
     return markdown, Markup(html)
 
 
