@@ -27,8 +27,8 @@ require_shared()  # the fake GitHub (imported below) reads GitHub's example answ
 from bench.fixtures.fake_github import FakeGitHub  # noqa: E402
 from bench.fixtures.paths import ROOT  # noqa: E402
 from bench.fixtures.scenario import REPO, megatron_month  # noqa: E402
-from tests.support.app import deliver_month as deliver  # noqa: E402
 from tests.support.app import running_app  # noqa: E402
+from tests.support.months import Months  # noqa: E402
 from tracker.settings import Settings  # noqa: E402
 
 pytestmark = pytest.mark.system
@@ -79,11 +79,11 @@ def _ensure_chinese_fonts() -> None:
 
 
 @pytest.fixture
-def served_report(settings: Settings, github: FakeGitHub) -> Iterator[str]:
-    config = ROOT / "examples" / "megatron-lm.yaml"
-    with running_app(settings.model_copy(update={"config_path": config})) as app:
-        client = app.test_client()
-        deliver(megatron_month(count=30), app, client, github)
+def served_report(months: Months, settings: Settings, github: FakeGitHub) -> Iterator[str]:
+    """30 PRs of May 2026 with the shipped taxonomy: a copy, for each test, of the month delivered once in the
+    session (tests/support/months.py)."""
+    shipped = settings.model_copy(update={"config_path": ROOT / "examples" / "megatron-lm.yaml"})
+    with running_app(months.copy("may-30-browser", megatron_month(count=30), shipped, github)) as app:
         yield from _served(app)
 
 
