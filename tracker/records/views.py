@@ -14,10 +14,10 @@ from tracker.records.finalize import MonthNotEnded, final_request, late_deliveri
 from tracker.records.groups import MembersNotRecorded, group_final_request, members_records, unrecorded_members
 from tracker.reports.groups import UnknownGroup
 from tracker.reports.loading import UnknownRepository
+from tracker.services import Services
 from tracker.web.access import admin_request, bearer_token, is_admin, unknown_or_private
 from tracker.web.context import asked_repository, clipped
 from tracker.web.context import services as current_services
-from tracker.web.groups import unknown_group_answer
 
 blueprint = Blueprint("records", __name__)
 
@@ -104,6 +104,14 @@ def records(owner: str, repo: str, month: str) -> Any:
     return body
 
 
+def unknown_group_answer(services: Services, name: str) -> Any:
+    """404 as the group routes answer a name that is not a group this reader may see (tracker.web.groups, which
+    imports this module's neighbours: imported when asked)."""
+    from tracker.web.groups import unknown_group_answer as answer
+
+    return answer("json", services, name)
+
+
 # --- a group's month (tracker.records.groups) ---------------------------------------------------------------
 
 
@@ -119,7 +127,7 @@ def finalize_group(name: str, month: str) -> Any:
     try:
         group = group_final_request(services, clipped(name), clipped(month), force=force)
     except UnknownGroup:
-        return unknown_group_answer("json", services, clipped(name))
+        return unknown_group_answer(services, clipped(name))
     except MonthNotEnded as exc:
         return {"error": str(exc)}, 409
     except WindowError as exc:
@@ -154,14 +162,14 @@ def group_records(name: str, month: str) -> Any:
     admin = admin_request(services.settings, request.headers.get("Authorization"))
     group = config.group_named(clipped(name))
     if group is None:
-        return unknown_group_answer("json", services, clipped(name))
+        return unknown_group_answer(services, clipped(name))
     if not admin and not all(config.is_public(m) for m in config.members_of(group, services.state.repository_names())):
-        return unknown_group_answer("json", services, clipped(name))
+        return unknown_group_answer(services, clipped(name))
     try:
         month_text = str(Month.parse(clipped(month)))
     except WindowError as exc:
         return {"error": str(exc)}, 400
     kept = services.records.all_group(group, month_text)
     if not admin and not all(config.is_public(m["repo"]) for record in kept for m in record.members):
-        return unknown_group_answer("json", services, clipped(name))
+        return unknown_group_answer(services, clipped(name))
     return {"group": group, "month": month_text, "records": [record.summary() for record in kept]}
