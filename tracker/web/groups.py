@@ -127,14 +127,16 @@ def _answer(name: str, month: str, fmt: str, lang: str) -> Any:
         return unknown_group_answer(fmt, services, clipped(name))
     live = request.args.get("live") == "1"
     record = None if live else group_record_for(services, group, readers.may_read)
+    headers = readers.headers
     if record is not None:  # the group's finalised month, byte for byte, to a reader who may see all it names
         body = record.document(fmt, lang).encode("utf-8")
+        headers["X-Tracker-Record"] = f"revision={record.revision}; content-hash={record.content_hash}"
     else:
         with collector_paused():
             body = group_bytes(services, group, Document(fmt, lang), services.redis, live=live)
     if fmt == "html" and readers.opened:
         body = _with_tokens(body.decode("utf-8"), group, readers).encode("utf-8")
-    return Response(body, content_type=_MEDIA_TYPES[fmt], headers=readers.headers)
+    return Response(body, content_type=_MEDIA_TYPES[fmt], headers=headers)
 
 
 def unknown_group_answer(fmt: str, services: Services, name: str) -> Any:
