@@ -448,3 +448,21 @@ def test_a_group_waiting_for_a_member_is_looked_at_again_by_the_schedule(
     record = s.records.latest_group("platform", MONTH)
     assert record is not None and (record.revision, record.trigger) == (1, "schedule")
     assert [m["revision"] for m in record.members] == [1, 1, 1]
+
+
+def test_a_groups_publications_are_in_the_status_for_who_may_read_every_member(
+    served: tuple[Flask, FlaskClient, Services, Path],
+) -> None:
+    _, client, s, published = served
+    from tracker.records.publish import publish_group
+
+    record_members(s)
+    finalize_group(s, "platform", MONTH)
+    assert publish_group(s, "platform", MONTH) == "files written"
+    assert publish_group(s, "open", MONTH) == ""  # `open` publishes nowhere
+    mine = [
+        p for p in get(client, "/api/v1/status", headers=ADMIN).json["publications"] if p["repo"].startswith("group:")
+    ]
+    assert [(p["repo"], p["result"], p["target"]) for p in mine] == [("group:platform", "written", str(published))]
+    anyone = get(client, "/api/v1/status").json["publications"]
+    assert not [p for p in anyone if p["repo"].startswith("group:")]
