@@ -61,7 +61,7 @@ def publish_group(services: Services, name: str, month: str) -> str:
     record = services.records.latest_group(name, month)
     if record is None:
         return "nothing to publish: the group's month has no record"
-    folder = target.directory / "reports" / "groups" / name
+    folder = group_folder(target.directory, name)
     english, chinese = record.document("md", "en"), record.document("md", "zh-CN")
     published = _publish_files(services, target, folder, group_subject(name), month, FINAL, english, chinese)
     metrics.published("files", FINAL)
@@ -159,9 +159,13 @@ def file_path(directory: Path, month: str, lang: str) -> Path:
     return month_file(directory / "reports", month, lang)
 
 
+def group_folder(directory: Path, name: str) -> Path:
+    """Where a group's months go under its `publish.directory` (beside its repositories' when they share it)."""
+    return directory / "reports" / "groups" / name
+
+
 def group_file_path(directory: Path, name: str, month: str, lang: str) -> Path:
-    """A group's month under its `publish.directory` (beside its repositories' when they share it)."""
-    return month_file(directory / "reports" / "groups" / name, month, lang)
+    return month_file(group_folder(directory, name), month, lang)
 
 
 def month_file(folder: Path, month: str, lang: str) -> Path:
