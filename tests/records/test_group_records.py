@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from pydantic import SecretStr
 from sqlalchemy import delete
 
 from bench.fixtures.paths import require_shared
@@ -39,6 +40,7 @@ from tracker.reports.render import Document  # noqa: E402
 from tracker.services import Services  # noqa: E402
 from tracker.settings import Settings  # noqa: E402
 from tracker.store.schema import group_records, month_records, publications  # noqa: E402
+from tracker.web.access import sign_link  # noqa: E402
 from tracker.web.context import services  # noqa: E402
 
 MONTH = "2026-05"
@@ -47,6 +49,7 @@ SECRET = "acme/secret"
 ALL = (*PUBLIC, SECRET)
 SECRET_TITLE = "Classified: the secret scheduler"
 ADMIN = {"Authorization": "Bearer test-admin-token"}
+LINK_SECRET = "group-records-link-secret"
 FORMATS = [("md", "en"), ("md", "zh-CN"), ("html", "en"), ("html", "zh-CN"), ("json", "en")]
 pytestmark = pytest.mark.xdist_group("group-records")
 
@@ -97,7 +100,7 @@ groups:
 """,
         encoding="utf-8",
     )
-    settings = module_settings.model_copy(update={"config_path": config})
+    settings = module_settings.model_copy(update={"config_path": config, "link_secret": SecretStr(LINK_SECRET)})
     github_server.reset()
     ACTIVE_GITHUB.append(github_server)
     try:
@@ -238,10 +241,13 @@ def test_the_record_is_the_live_group_of_the_members_records_in_every_format(
 # --- serving -----------------------------------------------------------------------------------------------
 
 
-def marked(s: Services, name: str) -> GroupRecord:
-    """A forced revision whose documents are a marker each: what a route serves from it cannot be a merge."""
+def marked(s: Services, name: str, also: tuple[str, ...] = (), without: tuple[str, ...] = ()) -> GroupRecord:
+    """A forced revision whose documents are a marker each: what a route serves from it cannot be a merge. `also`:
+    members it names besides the latest record's (as when the group had them when it was frozen); `without`: those
+    it leaves out (as when they joined the group later)."""
     latest = s.records.latest_group(name, MONTH)
     assert latest is not None
+    extra = tuple({"repo": repo, "revision": 1, "content_hash": "0" * 64} for repo in also)
     documents = {key: f"record of {name} {key[0]} {key[1]}" for key in DOCUMENTS}
     stored = s.records.add_group(
         GroupRecord(
@@ -252,7 +258,7 @@ def marked(s: Services, name: str) -> GroupRecord:
             latest.created_at,
             "api",
             True,
-            latest.members,
+            tuple(m for m in latest.members if m["repo"] not in without) + extra,
             latest.config_hash,
             "0" * 64,
             latest.pending,
@@ -308,6 +314,36 @@ def test_a_private_member_stays_hidden_from_others_when_the_group_has_a_record(
         assert document["hidden_members"] is True and [m["repo"] for m in document["members"]] == list(PUBLIC)
 
 
+def test_a_reader_for_whom_a_member_is_hidden_gets_the_merge_even_of_a_record_without_it(
+    served: tuple[Flask, FlaskClient, Services, Path],
+) -> None:
+    """A record frozen before the private member joined names public members alone; a reader who may not read
+    that member still gets what they may see now (the merge, saying some members are hidden), not the record."""
+    _, client, s, _ = served
+    record_members(s)
+    finalize_group(s, "platform", MONTH)
+    older = marked(s, "platform", without=(SECRET,))
+    anyone = get(client, f"/reports/groups/platform/{MONTH}.json")
+    assert anyone.data != older.document("json", "").encode() and json.loads(anyone.data)["hidden_members"] is True
+    assert (
+        get(client, f"/reports/groups/platform/{MONTH}.json", headers=ADMIN).data == older.document("json", "").encode()
+    )
+
+
+def test_the_holder_of_a_link_to_every_private_member_is_served_the_record(
+    served: tuple[Flask, FlaskClient, Services, Path],
+) -> None:
+    _, client, s, _ = served
+    record_members(s)
+    finalize_group(s, "platform", MONTH)
+    marker = marked(s, "platform")
+    token = sign_link(LINK_SECRET, SECRET, MONTH, None, timedelta(days=1))
+    assert get(client, f"/reports/groups/platform/{MONTH}.md", token=token).data == marker.document("md", "en").encode()
+    other = sign_link(LINK_SECRET, SECRET, "2026-04", None, timedelta(days=1))  # opens another month only
+    hidden = get(client, f"/reports/groups/platform/{MONTH}.md", token=other).get_data(as_text=True)
+    assert hidden != marker.document("md", "en") and SECRET not in hidden
+
+
 def test_a_group_of_public_members_alone_serves_its_record_to_anyone(
     served: tuple[Flask, FlaskClient, Services, Path],
 ) -> None:
@@ -318,6 +354,13 @@ def test_a_group_of_public_members_alone_serves_its_record_to_anyone(
         assert get(client, f"/reports/groups/open/{MONTH}.{fmt}", lang=lang).data == record.document(fmt, lang).encode()
     marker = marked(s, "open")
     assert get(client, f"/reports/groups/open/{MONTH}.md").data == marker.document("md", "en").encode()
+    # A record that names a private member (the group had it when it was frozen) is the admin's alone.
+    named = marked(s, "open", also=(SECRET,))
+    assert get(client, f"/reports/groups/open/{MONTH}.md", headers=ADMIN).data == named.document("md", "en").encode()
+    for fmt, lang in FORMATS:
+        anyone = get(client, f"/reports/groups/open/{MONTH}.{fmt}", lang=lang)
+        assert anyone.data != named.document(fmt, lang).encode() and "X-Tracker-Record" not in anyone.headers
+        assert json.loads(get(client, f"/reports/groups/open/{MONTH}.json").data)["hidden_members"] is False
 
 
 # --- the schedule, the API ---------------------------------------------------------------------------------
@@ -466,3 +509,14 @@ def test_a_groups_publications_are_in_the_status_for_who_may_read_every_member(
     assert [(p["repo"], p["result"], p["target"]) for p in mine] == [("group:platform", "written", str(published))]
     anyone = get(client, "/api/v1/status").json["publications"]
     assert not [p for p in anyone if p["repo"].startswith("group:")]
+
+
+def test_a_member_without_activity_in_the_month_needs_no_record(
+    served: tuple[Flask, FlaskClient, Services, Path],
+) -> None:
+    _, _, s, _ = served
+    assert ("platform", "2026-04") not in due_group_months(s, grace_seconds=0)  # nothing happened in April
+    record, created = finalize_group(s, "platform", "2026-04")  # asked for all the same: nothing to wait for
+    assert created and not record.forced and record.pending["live"] == list(ALL) and record.pending["unrecorded"] == []
+    assert [m["revision"] for m in record.members] == [None, None, None]
+    assert json.loads(record.document("json", ""))["totals"]["stats"]["merged"] == 0
