@@ -89,6 +89,7 @@ STABLE_JOB_NAMES = {
     "workers.jobs.fetch_head_files",
     "workers.jobs.fetch_heads",
     "workers.jobs.finalize_month",
+    "workers.jobs.finalize_group_month",
     "workers.jobs.due_work",
     "workers.jobs.publish_month",
     "workers.jobs.narrate_month",

@@ -311,3 +311,59 @@ def test_finalize_on_the_cli_records_the_month_and_render_serves_it(data_dir: Pa
     )
     assert again_rendered.stdout == rendered.stdout
     assert 2 not in {pr["number"] for pr in json.loads(again_rendered.stdout)["pull_requests"]}
+
+
+@needs_shared
+def test_finalize_a_group_on_the_cli(data_dir: Path) -> None:
+    """`tracker finalize --group`: refused while a member is unrecorded, then recorded once and published to files;
+    a bad group, month or pair of options is a clear error."""
+    from datetime import UTC, datetime
+
+    from tests.support.tracking import Tracker
+    from tracker.config import TrackerConfig
+    from tracker.store.database import connect
+    from tracker.store.heads import HeadStore
+    from tracker.store.ledger import Ledger
+    from tracker.store.month_state import MonthState
+
+    engine = connect(f"sqlite:///{data_dir / 'var' / 'ledger.sqlite3'}")
+    tracker = Tracker(Ledger(engine), MonthState(engine), HeadStore(engine), TrackerConfig())
+    for number, repo in enumerate(("octo-org/one", "octo-org/two"), start=1):
+        story = PullRequestStory(number, datetime(2026, 7, 6, 2, tzinfo=UTC), repo=repo, title=f"Loader {number}")
+        tracker.deliver(story.opened().merged(datetime(2026, 7, 9, 2, tzinfo=UTC)).deliveries)
+    tracker.give_files({1: ["src/loader.py"], 2: ["src/loader.py"]})
+    engine.dispose()
+    config = data_dir / "tracker.yaml"
+    published = data_dir / "published"
+    config.write_text(
+        f"groups:\n  octo:\n    members: ['octo-org/*']\n    publish:\n      directory: {published}\n", encoding="utf-8"
+    )
+    env = clean_env(TRACKER_DATA_DIR=str(data_dir / "var"), TRACKER_CONFIG=str(config))
+
+    def tracker_cli(*arguments: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([*TRACKER, "finalize", *arguments], env=env, capture_output=True, timeout=60)
+
+    unknown = tracker_cli("--group", "nope", "--month", "2026-07")
+    assert unknown.returncode == 1 and b"no group 'nope'; the groups: octo" in unknown.stderr
+    bad = tracker_cli("--group", "octo", "--month", "2026-13")
+    assert bad.returncode == 1 and b"'2026-13' is not a month" in bad.stderr
+    both = tracker_cli("--group", "octo", "--repo", "octo-org/one", "--month", "2026-07")
+    assert both.returncode == 2 and b"give --repo owner/name or --group NAME" in both.stderr
+    neither = tracker_cli("--month", "2026-07")
+    assert neither.returncode == 2 and b"give --repo owner/name or --group NAME" in neither.stderr
+    assert tracker_cli("--repo", "octo-org/one", "--month", "2026-07").returncode == 0
+    waiting = tracker_cli("--group", "octo", "--month", "2026-07")
+    assert waiting.returncode == 1
+    assert b"octo-org/two has none yet; finalise it first" in waiting.stderr
+    assert not published.exists()
+    assert tracker_cli("--repo", "octo-org/two", "--month", "2026-07").returncode == 0
+    done = tracker_cli("--group", "OCTO", "--month", "2026-07")
+    assert done.returncode == 0, done.stderr
+    assert b"2026-07 of the group octo recorded: revision 1, /api/v1/groups/octo/months/2026-07/records" in done.stdout
+    assert b"files written" in done.stdout
+    english = (published / "reports" / "groups" / "octo" / "en-US" / "2026" / "07.md").read_text(encoding="utf-8")
+    assert "octo-org/one" in english and "octo-org/two" in english
+    again = tracker_cli("--group", "octo", "--month", "2026-07")
+    assert again.returncode == 0 and b"recorded already: revision 1" in again.stdout
+    forced = tracker_cli("--group", "octo", "--month", "2026-07", "--force")
+    assert forced.returncode == 0 and b"recorded: revision 2" in forced.stdout and b"files unchanged" in forced.stdout

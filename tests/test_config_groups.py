@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tracker.config import TrackerConfig, load_config
+from tracker.config import PublishConfig, TrackerConfig, load_config
 from tracker.settings import SettingsError, load_settings
 
 pytestmark = pytest.mark.usefixtures("no_tracker_environment")
@@ -21,9 +21,25 @@ def loaded(tmp_path: Path, text: str) -> TrackerConfig:
 
 def test_groups_are_read(tmp_path: Path) -> None:
     config = loaded(tmp_path, "groups:\n  training: [NVIDIA/Megatron-LM, NVIDIA/NeMo]\n  acme: ['acme/*']\n")
-    assert config.groups == {"training": ("NVIDIA/Megatron-LM", "NVIDIA/NeMo"), "acme": ("acme/*",)}
+    assert {name: group.members for name, group in config.groups.items()} == {
+        "training": ("NVIDIA/Megatron-LM", "NVIDIA/NeMo"),
+        "acme": ("acme/*",),
+    }
+    assert config.group_publishing("training") == PublishConfig()  # published nowhere unless it says
     assert config.group_named("TRAINING") == "training"
     assert config.group_named("other") is None
+
+
+def test_a_group_may_be_a_mapping_with_members_and_where_it_is_published(tmp_path: Path) -> None:
+    config = loaded(
+        tmp_path,
+        "groups:\n  training:\n    members: [NVIDIA/Megatron-LM, 'acme/*']\n"
+        "    publish:\n      directory: /srv/reports\n  plain: [acme/widgets]\n",
+    )
+    assert config.groups["training"].members == ("NVIDIA/Megatron-LM", "acme/*")
+    assert config.group_publishing("training") == PublishConfig(directory=Path("/srv/reports"))
+    assert config.members_of("training", ["acme/widgets"]) == ("NVIDIA/Megatron-LM", "acme/widgets")
+    assert config.group_publishing("plain").enabled is False
 
 
 @pytest.mark.parametrize(
@@ -38,7 +54,23 @@ def test_groups_are_read(tmp_path: Path) -> None:
         ("groups:\n  g: []\n", "group 'g' has no members"),
         ("groups:\n  g: [acme/widgets, ACME/Widgets]\n", "group 'g' lists 'ACME/Widgets' twice"),
         ("groups:\n  g: [acme/x]\n  G: [acme/y]\n", "'g' and 'G' differ only in case"),
-        ("groups:\n  g: acme/widgets\n", "groups.g"),
+        (
+            "groups:\n  g: acme/widgets\n",
+            "groups.g: a group is a list of members ([owner/name, owner/*]), or a mapping",
+        ),
+        ("groups:\n  g: {members: []}\n", "group 'g' has no members"),
+        ("groups:\n  g: {publish: {directory: /srv}}\n", "groups.g.members: Field required"),
+        ("groups:\n  g: {members: [widgets]}\n", "'widgets' is not a member"),
+        ("groups:\n  g: {members: [a/b], color: red}\n", "groups.g.color: Extra inputs are not permitted"),
+        ("groups:\n  g: {members: [a/b], publish: {directory: srv}}\n", "directory must be an absolute path"),
+        (
+            "groups:\n  g: {members: [a/b], publish: {directory: /srv, issue_repository: a/reports}}\n",
+            "groups.g.publish: a group is published to files only (`directory`): issue_repository is for a repository",
+        ),
+        (
+            "groups:\n  g: {members: [a/b], publish: {weekly_partial: true}}\n",
+            "weekly_partial is for a repository",
+        ),
     ],
 )
 def test_bad_groups_are_refused_with_what_to_write(tmp_path: Path, text: str, message: str) -> None:

@@ -49,6 +49,9 @@ ELSEWHERE = {
     ".venv/bin/ruff check .": "the developer's checks before a commit; lint-imports also in tests/test_architecture.py",
     "tracker backfill": "tests/test_cli_history.py runs `tracker backfill --repo … --month …` against the fake GitHub",
     "/backfill": "tests/history/test_views.py (a backfill reads GitHub; the demo's sample here refuses it)",
+    "/api/v1/groups/": "tests/records/test_group_records.py (a group needs `groups:` in TRACKER_CONFIG; this "
+    "service has none)",
+    "tracker finalize --group": "tests/test_cli.py::test_finalize_a_group_on_the_cli (a group of its own)",
     "TRACKER_LINK_SECRET=": "below, with a real secret for the `…`",
     "export TRACKER_LLM_": "tests/narration/test_jobs.py (an OpenAI-compatible endpoint: a fake one there)",
     "export TRACKER_DATABASE_URL=": f"{DEPLOYMENT}: two hosts sharing PostgreSQL and Redis",

@@ -583,7 +583,8 @@ def _print_report(services: Services, repo: str, month: str, cutoff: str | None,
 
 
 @main.command()
-@click.option("--repo", required=True, help="owner/name")
+@click.option("--repo", default=None, help="owner/name (or --group)")
+@click.option("--group", default=None, help="A group's name (`groups:` in TRACKER_CONFIG), instead of --repo.")
 @click.option("--month", required=True, help="YYYY-MM")
 @click.option("--force", is_flag=True, help="Before the month ends, or again (a new revision; earlier ones stay).")
 @click.option(
@@ -593,13 +594,23 @@ def _print_report(services: Services, repo: str, month: str, cutoff: str | None,
     help="Seconds to wait for the month's pending deliveries and files (default: TRACKER_FINALIZE_WAIT).",
 )
 @with_services(redis=False)
-def finalize(services: Services, repo: str, month: str, force: bool, wait: float | None) -> None:
-    """Freeze a month's final report as its record (and publish it where configured)."""
+def finalize(
+    services: Services, repo: str | None, group: str | None, month: str, force: bool, wait: float | None
+) -> None:
+    """Freeze a month's final report as its record (and publish it where configured). With --group, a group's
+    month: once it has ended and its members with activity are recorded (or --force: members without a record
+    are read live)."""
     from tracker.core.window import WindowError
     from tracker.records.finalize import MonthNotEnded, final_request, finalize, readiness
     from tracker.records.publish import FINAL, publish_month
     from tracker.reports.loading import UnknownRepository
 
+    if (repo is None) == (group is None):
+        raise click.UsageError("give --repo owner/name or --group NAME (one of them)")
+    if group is not None:
+        _finalize_group(services, group, month, force)
+        return
+    assert repo is not None
     try:
         wanted = final_request(services, repo, month, force=force)
         existing = services.records.latest(wanted.repo, str(wanted.window.month))
@@ -629,6 +640,31 @@ def finalize(services: Services, repo: str, month: str, force: bool, wait: float
     click.echo(f"{record.month} of {record.full_name} {state}: revision {record.revision}, {location}")
     if created and services.config.publishing_for(record.full_name).enabled:
         click.echo(publish_month(services, record.full_name, record.month, FINAL))
+
+
+def _finalize_group(services: Services, name: str, month: str, force: bool) -> None:
+    from urllib.parse import quote
+
+    from tracker.core.window import WindowError
+    from tracker.records.finalize import MonthNotEnded
+    from tracker.records.groups import MembersNotRecorded, finalize_group
+    from tracker.records.publish import publish_group
+    from tracker.reports.groups import UnknownGroup
+
+    try:
+        record, created = finalize_group(services, name, month, force=force, trigger="cli")
+    except UnknownGroup as exc:
+        known = ", ".join(services.config.groups) or "none are configured (`groups:` in TRACKER_CONFIG)"
+        raise click.ClickException(f"no group {str(exc)!r}; the groups: {known}") from exc
+    except (WindowError, MonthNotEnded, MembersNotRecorded) as exc:
+        raise click.ClickException(str(exc)) from exc
+    location = f"/api/v1/groups/{quote(record.name, safe='')}/months/{record.month}/records"
+    state = "recorded" if created else "recorded already"
+    click.echo(f"{record.month} of the group {record.name} {state}: revision {record.revision}, {location}")
+    if not created and not force:
+        click.echo("--force adds a revision", err=True)
+    if created and (published := publish_group(services, record.name, record.month)):
+        click.echo(published)
 
 
 @main.command()

@@ -16,6 +16,10 @@ repositories:
 groups:             # one report over several repositories: /reports/groups/<name>/<YYYY-MM>.html
   training: [NVIDIA/Megatron-LM, NVIDIA/NeMo]
   example: ["example/*"]   # every tracked repository of the owner `example`
+  platform:                # the mapping form: members, and where its finalised months are published
+    members: [NVIDIA/Megatron-LM, "example/*"]
+    publish:
+      directory: /srv/reports
 ```
 """
 
@@ -29,7 +33,7 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tracker.core.classify import (
     DEFAULT_CI_PATHS,
@@ -180,13 +184,54 @@ def check_group_member(member: str) -> str:
     return member
 
 
+# The settings of a `publish` block that only a repository's month has: a group is published to files alone.
+_REPOSITORY_ONLY_PUBLISHING = ("issue_repository", "issue_author", "report_url", "weekly_partial")
+
+
+class GroupConfig(BaseModel):
+    """A group: its members (`owner/name` or `owner/*`), and where its finalised months are published (files
+    only: `publish.directory`). Written as the list of members alone, or as a mapping with `members` and
+    `publish`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    members: tuple[str, ...]
+    publish: PublishConfig | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _list_of_members(cls, value: object) -> object:
+        if isinstance(value, list | tuple):
+            return {"members": value}
+        if not isinstance(value, dict | GroupConfig):
+            raise ValueError(
+                "a group is a list of members ([owner/name, owner/*]), or a mapping with `members` and `publish`"
+            )
+        return value
+
+    @field_validator("publish")
+    @classmethod
+    def _files_only(cls, value: PublishConfig | None) -> PublishConfig | None:
+        if value is not None:
+            given = [key for key in _REPOSITORY_ONLY_PUBLISHING if getattr(value, key)]
+            if given:
+                raise ValueError(
+                    f"a group is published to files only (`directory`): {', '.join(given)} is for a repository"
+                )
+        return value
+
+    @property
+    def publishing(self) -> PublishConfig:
+        return self.publish or PublishConfig()
+
+
 class TrackerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     defaults: RepositoryConfig = RepositoryConfig()
     repositories: dict[str, RepositoryConfig] = {}
-    # One report over several repositories a month (tracker.reports.groups): name -> members.
-    groups: dict[str, tuple[str, ...]] = {}
+    # One report over several repositories a month (tracker.reports.groups): name -> members (and publishing).
+    groups: dict[str, GroupConfig] = {}
     fallback_timezone: str = "Asia/Shanghai"
     # The language-model narrator's model, from TRACKER_LLM_MODEL when the narrator is configured
     # (TRACKER_LLM_BASE_URL too); None: every report is deterministic. Not a file setting.
@@ -209,9 +254,10 @@ class TrackerConfig(BaseModel):
 
     @field_validator("groups")
     @classmethod
-    def _group_members(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    def _group_members(cls, value: dict[str, GroupConfig]) -> dict[str, GroupConfig]:
         names: dict[str, str] = {}
-        for name, members in value.items():
+        for name, group in value.items():
+            members = group.members
             if not GROUP_NAME.fullmatch(name):
                 raise ValueError(
                     f"{name!r} is not a group name: letters, digits, '.', '-' and '_', starting with a letter or "
@@ -241,7 +287,7 @@ class TrackerConfig(BaseModel):
         spelled = {name.lower(): name for name in self.repositories}
         spelled.update({name.lower(): name for name in tracked})
         members: dict[str, str] = {}
-        for entry in self.groups[group]:
+        for entry in self.groups[group].members:
             owner, _, name = entry.partition("/")
             if name == EVERY_REPOSITORY:
                 owned = (spelled[key] for key in spelled if key.partition("/")[0] == owner.lower())
@@ -251,6 +297,10 @@ class TrackerConfig(BaseModel):
             for repo in found:
                 members.setdefault(repo.lower(), repo)
         return tuple(members.values())
+
+    def group_publishing(self, group: str) -> PublishConfig:
+        """Where a group's finalised months are published (a configured name): its own `publish`, else nowhere."""
+        return self.groups[group].publishing
 
     def for_repo(self, full_name: str) -> RepositoryConfig:
         # GitHub treats owner/name case-insensitively; so do we.

@@ -41,6 +41,7 @@ FETCH_BATCH_FUNCTION = "workers.jobs.fetch_heads"
 FETCH_BATCH = 16
 RECORDS_QUEUE_NAME = "records"
 FINALIZE_FUNCTION = "workers.jobs.finalize_month"
+FINALIZE_GROUP_FUNCTION = "workers.jobs.finalize_group_month"
 DUE_WORK_FUNCTION = "workers.jobs.due_work"
 PUBLISH_FUNCTION = "workers.jobs.publish_month"
 NARRATE_FUNCTION = "workers.jobs.narrate_month"
@@ -257,6 +258,26 @@ def enqueue_finalize(
         "description": f"finalise {month} of {full_name}",
     }
     _enqueue(queue, FINALIZE_FUNCTION, arguments, options, at)
+    return str(options["job_id"])
+
+
+def finalize_group_job_id(name: str, month: str, force: bool) -> str:
+    return job_id("finalize-group", f"{name.lower()}@{month}{'+force' if force else ''}")
+
+
+def enqueue_finalize_group(queue: Queue, name: str, month: str, *, force: bool, trigger: str) -> str | None:
+    """Ask for a group's month's finalisation (tracker.records.groups); None when one is already waiting (so
+    the periodic look for due months, or two of them, queue it once). Returns the job id."""
+    identifier = finalize_group_job_id(name, month, force)
+    if waiting_jobs(queue, [identifier]):
+        return None
+    options = {
+        "job_id": run_job_id(identifier, 0),
+        "job_timeout": JOB_TIMEOUT,
+        "result_ttl": RESULT_TTL,
+        "description": f"finalise {month} of the group {name}",
+    }
+    _enqueue(queue, FINALIZE_GROUP_FUNCTION, (name, month, force, trigger), options, None)
     return str(options["job_id"])
 
 

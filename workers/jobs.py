@@ -25,10 +25,11 @@ from tracker.history import jobs as history
 from tracker.history.github import DAILY
 from tracker.narration import jobs as narration
 from tracker.narration.client import ChatClient
-from tracker.queue import enqueue_finalize, enqueue_head_fetch, fetch_done, fetches_done
+from tracker.queue import enqueue_finalize, enqueue_finalize_group, enqueue_head_fetch, fetch_done, fetches_done
 from tracker.records import jobs as records
 from tracker.records import publish
 from tracker.records.finalize import due_months, finalize
+from tracker.records.groups import due_group_months
 from tracker.reports import warm
 from tracker.reports.warm import ask_for_warm
 from tracker.services import Services
@@ -275,7 +276,8 @@ class FetchFailed(RuntimeError):
 
 def due_work() -> str:
     """The periodic look for what is due (RQ's cron scheduler runs it every few minutes): every
-    month that ended, plus the grace, without a record is finalised, and old cache entries and runs are
+    month that ended, plus the grace, without a record is finalised, then every group's (once its members are
+    recorded: a group still waiting is looked at again next time), and old cache entries and runs are
     dropped (workers.retention). Level-triggered: a missed run
     is caught up by the next, and two schedulers queue each month once (the records' primary key
     keeps a race to one record anyway)."""
@@ -294,12 +296,27 @@ def due_work() -> str:
         ):
             log.info("schedule: %s %s ended without a record: its finalisation is queued", full_name, month)
             queued += 1
+    groups = due_group_months(services, grace_seconds=settings.finalize_grace)
+    for name, month in groups:
+        # A group waits for its members' records: its job says so, and it is due again at the next look.
+        if services.redis is None:
+            log.info(
+                "schedule: the group %s %s: %s",
+                name,
+                month,
+                records.finalize_group_month(services, name, month, trigger="schedule"),
+            )
+        elif enqueue_finalize_group(services.records_queue, name, month, force=False, trigger="schedule"):
+            log.info("schedule: the group %s %s ended without a record: its finalisation is queued", name, month)
+            queued += 1
     partial = publish.publish_due_partials(services)
     reconciling = history.reconciliations_due(services)
     narrating = narration.narrations_due(services)
     dropped = apply_retention(services)
     return (
-        f"{len(due)} months due, {queued} finalisations queued"
+        f"{len(due)} months due"
+        + (f", {len(groups)} groups' months due" if groups else "")
+        + f", {queued} finalisations queued"
         + (f"; {partial}" if partial else "")
         + (f"; {reconciling} reconciliations queued" if reconciling else "")
         + (f"; {narrating} narrations queued" if narrating else "")
@@ -314,6 +331,10 @@ def finalize_month(
     full_name: str, month: str, force: bool = False, trigger: str = "api", deadline: float = 0.0, attempt: int = 0
 ) -> str:
     return records.finalize_month(current(), full_name, month, force, trigger, deadline, attempt)
+
+
+def finalize_group_month(name: str, month: str, force: bool = False, trigger: str = "api") -> str:
+    return records.finalize_group_month(current(), name, month, force, trigger)
 
 
 def publish_month(full_name: str, month: str, edition: str, outages: int = 0) -> str:

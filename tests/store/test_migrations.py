@@ -296,9 +296,11 @@ def test_a_ledger_of_an_earlier_release_has_its_sources_carried_over_and_its_der
             for table in DERIVED_TABLES:
                 assert conn.execute(text(f"SELECT count(*) FROM {table.name}")).scalar_one() == 0
         after = contents(engine)
-        kept = {table.name for table in carry_over.KEPT} - {"narration_spend", "http_cache"}
+        kept = {table.name for table in carry_over.KEPT} - {"narration_spend", "http_cache", "group_records"}
         assert {name: after[name] for name in kept} == {name: before[name] for name in kept}
         assert after["narration_spend"] == []
+        with engine.connect() as conn:  # new since that release
+            assert conn.execute(text("SELECT count(*) FROM group_records")).scalar_one() == 0
         assert [row[:4] for row in after["http_cache"]] == [row[:4] for row in before["http_cache"]]
         assert derived_schema_outdated(engine) is True  # rebuilt next, from the deliveries
         assert migrate(engine).before == migrations.head()
@@ -442,7 +444,12 @@ def test_the_revisions_ship_inside_the_package() -> None:
     folder = Path(migrations.__file__).parent
     assert (folder / "env.py").is_file()
     shipped = {path.name for path in (folder / "versions").glob("*.py")}
-    assert {"0001_initial.py", "0002_http_cache_used_at.py", "0003_month_changes.py"} <= shipped
+    assert {
+        "0001_initial.py",
+        "0002_http_cache_used_at.py",
+        "0003_month_changes.py",
+        "0005_group_records.py",
+    } <= shipped
     pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     data = pyproject["tool"]["setuptools"]["package-data"]["tracker.store.migrations"]
     assert "versions/*.py" in data
@@ -694,3 +701,56 @@ def test_hooks_no_github_could_have_sent_are_forgotten_and_real_ones_kept(empty_
     finally:
         engine.dispose()
     assert sorted(plain_rows(empty_url, "SELECT hook_id, pings FROM hooks")) == sorted((i, 1) for i in REAL_HOOK_IDS)
+
+
+# --- groups' records (revision 0005) ----------------------------------------------------------------------
+
+
+def test_revision_0005_adds_the_groups_records_to_a_ledger_of_0004_keeping_its_records(empty_url: str) -> None:
+    from tracker.records.store import DOCUMENTS, GroupRecord, RecordStore
+
+    engine = open_engine(empty_url)
+    try:
+        with engine.begin() as conn:
+            command.upgrade(migrations.alembic_config(conn), "0004_forged_hooks")
+        assert "group_records" not in inspect(engine).get_table_names()
+        row = {
+            column.name: _value(month_records_table(), column.name, column.type, 0)
+            for column in month_records_table().columns
+        }
+        with engine.begin() as conn:
+            conn.execute(month_records_table().insert(), [row])
+        if empty_url.startswith("postgresql"):
+            with pytest.raises(SchemaError, match="revision 0004_forged_hooks, and this release needs"):
+                ensure_schema(engine)
+        done = migrate(engine)
+        assert (done.before, done.after) == ("0004_forged_hooks", migrations.head())
+        with engine.connect() as conn:
+            assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+            assert conn.execute(select(month_records_table())).one()._asdict() == row
+        store = RecordStore(engine)
+        record = GroupRecord(
+            "Platform",
+            "2026-05",
+            0,
+            "2026-05-31",
+            1,
+            "cli",
+            False,
+            ({"repo": "a/b", "revision": 1},),
+            "c",
+            "h",
+            {},
+            {key: f"{key}" for key in DOCUMENTS},
+        )
+        assert store.add_group(record, first_only=True) is not None
+        assert store.recorded_group_months() == {("platform", "2026-05")}
+        with engine.begin() as conn:
+            command.downgrade(migrations.alembic_config(conn), "0004_forged_hooks")
+        assert "group_records" not in inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
+
+
+def month_records_table() -> Table:
+    return metadata.tables["month_records"]

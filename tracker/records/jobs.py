@@ -1,5 +1,6 @@
 """The month-end job: freeze a month's final report as its record once what it reads has arrived, then publish
-it (tracker.records.publish). Asked for by the schedule (`workers.jobs.due_work`), the API or the CLI."""
+it (tracker.records.publish); and a group's, once its members are recorded (tracker.records.groups). Asked for by
+the schedule (`workers.jobs.due_work`), the API or the CLI."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from tracker import metrics
 from tracker.narration.jobs import narration_settled
 from tracker.queue import enqueue_finalize
 from tracker.records.finalize import final_request, finalize, readiness
-from tracker.records.publish import publish
+from tracker.records.groups import MembersNotRecorded, finalize_group
+from tracker.records.publish import publish, publish_group
 from tracker.services import Services
 
 # While the month's deliveries or files are still coming, a finalisation looks again this often,
@@ -60,4 +62,19 @@ def finalize_month(
         return f"already recorded (revision {record.revision})"
     metrics.finalized()
     published = publish(services, record.full_name, record.month)
+    return f"recorded revision {record.revision}" + (f"; {published}" if published else "")
+
+
+def finalize_group_month(services: Services, name: str, month: str, force: bool = False, trigger: str = "api") -> str:
+    """Freeze a group's month as its record once every member with activity in it has its own record (the
+    schedule asks again while one has not: `workers.jobs.due_work`), then publish it where the group's config
+    says (files, written here)."""
+    try:
+        record, created = finalize_group(services, name, month, force=force, trigger=trigger, cache=services.redis)
+    except MembersNotRecorded as exc:
+        return f"waiting for the members' records ({', '.join(exc.missing)})"
+    if not created:
+        return f"already recorded (revision {record.revision})"
+    metrics.finalized()
+    published = publish_group(services, record.name, record.month)
     return f"recorded revision {record.revision}" + (f"; {published}" if published else "")

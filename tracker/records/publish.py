@@ -5,6 +5,10 @@ The final edition publishes the month's record (the frozen bytes); a partial edi
 configured) renders the month to date, with a "Since Last Week" section: what changed since the cutoff
 of the month's previous partial edition (tracker.core.since). Every publication is recorded with its
 content hash and result, and shown in status. Publishing the same content again writes nothing.
+
+A group's finalised month (tracker.records.groups) is published to files alone, where the group's own `publish`
+says: under `reports/groups/<name>/` of its directory. It is the admin's act, and the files hold every member,
+private ones too (the group's record is the admin's view).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from tracker.github.client import GitHubError, RateLimited, Unavailable
 from tracker.github.issues import link_destination, publish_issue
 from tracker.github.retry import held_back, next_run
 from tracker.queue import enqueue_publish
+from tracker.records.store import group_subject
 from tracker.reports.loading import report_for, since_for
 from tracker.reports.render import render
 from tracker.reports.request import MonthRequest
@@ -46,6 +51,21 @@ def publish(services: Services, full_name: str, month: str) -> str:
         return publish_month(services, full_name, month, FINAL)
     enqueue_publish(services.records_queue, full_name, month, FINAL)
     return "publication queued"
+
+
+def publish_group(services: Services, name: str, month: str) -> str:
+    """Publish a group's recorded month to files where the group's `publish.directory` says (a configured name)."""
+    target = services.config.group_publishing(name)
+    if target.directory is None:
+        return ""
+    record = services.records.latest_group(name, month)
+    if record is None:
+        return "nothing to publish: the group's month has no record"
+    folder = group_folder(target.directory, name)
+    english, chinese = record.document("md", "en"), record.document("md", "zh-CN")
+    published = _publish_files(services, target, folder, group_subject(name), month, FINAL, english, chinese)
+    metrics.published("files", FINAL)
+    return published
 
 
 def publish_due_partials(services: Services) -> str:
@@ -79,7 +99,8 @@ def publish_month(services: Services, full_name: str, month: str, edition: str, 
     english, chinese = documents
     results = []
     if target.directory is not None:
-        results.append(_publish_files(services, target, full_name, month, edition, english, chinese))
+        folder = target.directory / "reports"
+        results.append(_publish_files(services, target, folder, full_name, month, edition, english, chinese))
         metrics.published("files", edition)
     if target.issue_repository is not None:
         quota = services.quota()
@@ -134,8 +155,22 @@ def last_partial_cutoff(services: Services, full_name: str, month: Month, cutoff
 
 
 def file_path(directory: Path, month: str, lang: str) -> Path:
+    """A repository's month under its `publish.directory`."""
+    return month_file(directory / "reports", month, lang)
+
+
+def group_folder(directory: Path, name: str) -> Path:
+    """Where a group's months go under its `publish.directory` (beside its repositories' when they share it)."""
+    return directory / "reports" / "groups" / name
+
+
+def group_file_path(directory: Path, name: str, month: str, lang: str) -> Path:
+    return month_file(group_folder(directory, name), month, lang)
+
+
+def month_file(folder: Path, month: str, lang: str) -> Path:
     year, number = month.split("-")
-    return directory / "reports" / LANGUAGE_FOLDERS[lang] / year / f"{number}.md"
+    return folder / LANGUAGE_FOLDERS[lang] / year / f"{number}.md"
 
 
 def as_file(markdown: str, month: str, lang: str) -> str:
@@ -193,11 +228,20 @@ def write_atomically(path: Path, text: str) -> bool:
 
 
 def _publish_files(
-    services: Services, target: PublishConfig, full_name: str, month: str, edition: str, english: str, chinese: str
+    services: Services,
+    target: PublishConfig,
+    folder: Path,
+    full_name: str,
+    month: str,
+    edition: str,
+    english: str,
+    chinese: str,
 ) -> str:
+    """Write the month's two files under `folder` (`en-US/YYYY/MM.md`, `zh-CN/YYYY/MM.md`) and record the
+    publication under `full_name` (a repository, or a group's `group_subject`)."""
     assert target.directory is not None
     files = {lang: as_file(text, month, lang) for lang, text in (("en", english), ("zh-CN", chinese))}
-    written = [write_atomically(file_path(target.directory, month, lang), text) for lang, text in files.items()]
+    written = [write_atomically(month_file(folder, month, lang), text) for lang, text in files.items()]
     result = "written" if any(written) else "unchanged"
     services.records.record_publication(
         full_name,

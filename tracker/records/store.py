@@ -1,4 +1,5 @@
-"""Months' records (the frozen final reports) and publications, kept in the ledger database.
+"""Months' records (the frozen final reports) of repositories and of groups, and publications, kept in the
+ledger database.
 
 A record is written once and never changed. Which revision a finalisation gets is decided by the
 table's primary key, not by timing: a first finalisation inserts revision 1 or finds it taken (two
@@ -13,14 +14,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine, Select, func, select
+from sqlalchemy import Connection, Engine, Select, Table, func, select
 from sqlalchemy.exc import IntegrityError
 
 from tracker.core.repository import repository_key
 from tracker.core.window import iso_utc
 from tracker.store.database import insert_ignoring_duplicates
 from tracker.store.ledger import STATUSES, now_ms
-from tracker.store.schema import deliveries, month_records, publications
+from tracker.store.schema import deliveries, group_records, month_records, publications
 
 # The documents of a record, by (format, language); the JSON is the same in every language.
 DOCUMENTS = {
@@ -87,6 +88,55 @@ class MonthRecord:
         }
 
 
+@dataclass(frozen=True)
+class GroupRecord:
+    """A group's month frozen over every member (the admin's view). `members`: each member in the group's
+    order, with the revision and content hash of the record it was read from, or `"live"` when it had none
+    (a forced finalisation)."""
+
+    name: str
+    month: str
+    revision: int
+    cutoff: str
+    created_at: int
+    trigger: str
+    forced: bool
+    members: tuple[dict[str, Any], ...]
+    config_hash: str
+    content_hash: str
+    pending: dict[str, Any]
+    documents: dict[tuple[str, str], str] = field(repr=False)
+
+    def document(self, fmt: str, lang: str) -> str:
+        return self.documents[document_key(fmt, lang)]
+
+    def summary(self) -> dict[str, Any]:
+        """Everything but the documents themselves."""
+        return {
+            "group": self.name,
+            "month": self.month,
+            "revision": self.revision,
+            "cutoff": self.cutoff,
+            "created_at": iso_utc(self.created_at // 1000),
+            "trigger": self.trigger,
+            "forced": self.forced,
+            "members": [dict(member) for member in self.members],
+            "config_hash": self.config_hash,
+            "content_hash": self.content_hash,
+            "pending": self.pending,
+        }
+
+
+def group_key(name: str) -> str:
+    """A group's key in the tables: its name in lower case (names are matched in any case)."""
+    return name.lower()
+
+
+def group_subject(name: str) -> str:
+    """A group's key in `publications.repo`: no repository's name holds a colon."""
+    return f"group:{group_key(name)}"
+
+
 class RecordTaken(RuntimeError):
     """Another finalisation stored this revision first."""
 
@@ -99,26 +149,24 @@ class RecordStore:
         """Store `record` as revision 1 (`first_only`: None when the month has a record already), or as
         the next revision (raises RecordTaken when a concurrent one took it)."""
         repo = repository_key(record.full_name)
+        where = {"repo": repo, "month": record.month}
+        revision = self._insert(month_records, where, lambda n: _row(record, repo, n), first_only=first_only)
+        return _with_revision(record, revision) if revision is not None else None
+
+    def _insert(self, table: Table, where: dict[str, str], row: Any, *, first_only: bool) -> int | None:
+        """Insert `row(revision)` into a records table (keyed by `where` and `revision`): revision 1, or None
+        when it is taken (`first_only`); else the next revision, RecordTaken when a concurrent one took it."""
         with self.engine.begin() as conn:
+            revision = 1 if first_only else _latest_revision(conn, table, where) + 1
             if first_only:
-                revision = 1
-            else:
-                latest = conn.execute(
-                    select(func.max(month_records.c.revision)).where(
-                        month_records.c.repo == repo, month_records.c.month == record.month
-                    )
-                ).scalar_one_or_none()
-                revision = (latest or 0) + 1
-            row = _row(record, repo, revision)
-            if first_only:
-                if not insert_ignoring_duplicates(conn, month_records, [row]):
+                if not insert_ignoring_duplicates(conn, table, [row(revision)]):
                     return None
             else:
                 try:
-                    conn.execute(month_records.insert(), [row])
+                    conn.execute(table.insert(), [row(revision)])
                 except IntegrityError as exc:
-                    raise RecordTaken(f"revision {revision} of {record.month} was stored meanwhile") from exc
-        return _with_revision(record, revision)
+                    raise RecordTaken(f"revision {revision} of {where['month']} was stored meanwhile") from exc
+        return revision
 
     def latest(self, full_name: str, month: str) -> MonthRecord | None:
         query = (
@@ -144,6 +192,41 @@ class RecordStore:
         """(repository key, month) of every month that has a record."""
         with self.engine.connect().execution_options(read_only=True) as conn:
             return {(row.repo, row.month) for row in conn.execute(select(month_records.c.repo, month_records.c.month))}
+
+    # --- groups' records --------------------------------------------------------------------------
+
+    def add_group(self, record: GroupRecord, *, first_only: bool) -> GroupRecord | None:
+        """As `add`, for a group's month."""
+        key = group_key(record.name)
+        where = {"group_key": key, "month": record.month}
+        revision = self._insert(group_records, where, lambda n: _group_row(record, key, n), first_only=first_only)
+        return _group_with_revision(record, revision) if revision is not None else None
+
+    def latest_group(self, name: str, month: str) -> GroupRecord | None:
+        query = (
+            select(group_records)
+            .where(group_records.c.group_key == group_key(name), group_records.c.month == month)
+            .order_by(group_records.c.revision.desc())
+            .limit(1)
+        )
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            row = conn.execute(query).first()
+        return _group_record(row) if row is not None else None
+
+    def all_group(self, name: str, month: str) -> list[GroupRecord]:
+        query = (
+            select(group_records)
+            .where(group_records.c.group_key == group_key(name), group_records.c.month == month)
+            .order_by(group_records.c.revision)
+        )
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            return [_group_record(row) for row in conn.execute(query)]
+
+    def recorded_group_months(self) -> set[tuple[str, str]]:
+        """(group key, month) of every group's month that has a record."""
+        query = select(group_records.c.group_key, group_records.c.month)
+        with self.engine.connect().execution_options(read_only=True) as conn:
+            return {(row.group_key, row.month) for row in conn.execute(query)}
 
     def deliveries_since(self, full_name: str, since: int) -> Iterator[tuple[str, str, bytes]]:
         """(delivery id, content type, body) of the repository's pull_request deliveries received
@@ -225,6 +308,65 @@ class RecordStore:
         query = select(publications).order_by(publications.c.at.desc(), publications.c.id.desc()).limit(limit)
         with self.engine.connect().execution_options(read_only=True) as conn:
             return [_publication(row) for row in conn.execute(query)]
+
+
+def _latest_revision(conn: Connection, table: Table, where: dict[str, str]) -> int:
+    query = select(func.max(table.c.revision)).where(*(table.c[column] == value for column, value in where.items()))
+    return conn.execute(query).scalar_one_or_none() or 0
+
+
+def _group_row(record: GroupRecord, key: str, revision: int) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "group_key": key,
+        "month": record.month,
+        "revision": revision,
+        "name": record.name,
+        "cutoff": record.cutoff,
+        "created_at": record.created_at,
+        "trigger": record.trigger,
+        "forced": record.forced,
+        "members": json.dumps(list(record.members), sort_keys=True),
+        "config_hash": record.config_hash,
+        "content_hash": record.content_hash,
+        "pending": json.dumps(record.pending, sort_keys=True),
+    }
+    for key_, column in DOCUMENTS.items():
+        row[column] = record.documents[key_]
+    return row
+
+
+def _group_with_revision(record: GroupRecord, revision: int) -> GroupRecord:
+    return GroupRecord(
+        record.name,
+        record.month,
+        revision,
+        record.cutoff,
+        record.created_at,
+        record.trigger,
+        record.forced,
+        record.members,
+        record.config_hash,
+        record.content_hash,
+        record.pending,
+        record.documents,
+    )
+
+
+def _group_record(row: Any) -> GroupRecord:
+    return GroupRecord(
+        name=row.name,
+        month=row.month,
+        revision=row.revision,
+        cutoff=row.cutoff,
+        created_at=row.created_at,
+        trigger=row.trigger,
+        forced=bool(row.forced),
+        members=tuple(json.loads(row.members)),
+        config_hash=row.config_hash,
+        content_hash=row.content_hash,
+        pending=json.loads(row.pending),
+        documents={key: getattr(row, column) for key, column in DOCUMENTS.items()},
+    )
 
 
 def _row(record: MonthRecord, repo: str, revision: int) -> dict[str, Any]:

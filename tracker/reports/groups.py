@@ -18,6 +18,7 @@ from __future__ import annotations
 import calendar
 import hashlib
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -40,9 +41,9 @@ from tracker.core.group_report import (
     merge_group,
 )
 from tracker.core.report import DELIVERED
-from tracker.core.window import Month, Window, WindowError, resolve_window, today_in
-from tracker.records.finalize import served_record
-from tracker.records.store import MonthRecord
+from tracker.core.window import Month, Window, WindowError, month_window, resolve_window, today_in
+from tracker.records.finalize import month_end, served_record
+from tracker.records.store import GroupRecord, MonthRecord
 from tracker.reports.cache import kept_or_made, render_key, rendered_bytes
 from tracker.reports.collector import collector_paused
 from tracker.reports.fingerprint import CODE
@@ -149,6 +150,28 @@ def group_bytes(
 
     key = group_key(services, group, document, records) if cache is not None else None
     return kept_or_made(cache, key, render)
+
+
+def group_record_for(
+    services: ReportServices, group: GroupRequest, may_read: Callable[[str, Window], bool], now: float | None = None
+) -> GroupRecord | None:
+    """The group's record (tracker.records.groups) that answers `group` at its month's last day, once that day has
+    ended in the group's time zone, for a reader who may read every member the record names (the admin, or any
+    reader when none is private); None otherwise: the caller then merges what this reader may see. A record is
+    the admin's view: to anyone else it would name a private member."""
+    if group.hidden or group.cutoff != group.month.last_day:
+        return None
+    if month_end(str(group.month), group.timezone) > (time.time() if now is None else now):
+        return None
+    record = services.records.latest_group(group.name, str(group.month))
+    if record is None:
+        return None
+    window = month_window(group.month, group.cutoff, group.timezone)
+    for member in record.members:  # as configured when it was frozen: a member since removed is still named
+        own = window_of_member(services.config, member["repo"], window)
+        if own is None or not may_read(member["repo"], own):
+            return None
+    return record
 
 
 def group_report(

@@ -313,12 +313,38 @@ month_records = Table(
     Column("json", Text, nullable=False),
 )
 
-# Every publication of a month (files, a GitHub issue): what, where, when, and how it went.
+# A group's months' records (tracker.records.groups): the group's report over every member, frozen as a
+# repository's month is, with what each member was read from instead of a ledger position.
+group_records = Table(
+    "group_records",
+    metadata,
+    Column("group_key", String(64), primary_key=True),  # the group's name in lower case
+    Column("month", String(7), primary_key=True),
+    Column("revision", Integer, primary_key=True),
+    Column("name", String(64), nullable=False),  # as configured
+    Column("cutoff", String(10), nullable=False),  # the last day, or the day a forced finalisation ran
+    Column("created_at", BigInteger, nullable=False),
+    Column("trigger", String(16), nullable=False),  # "schedule", "api", "cli"
+    Column("forced", Boolean, nullable=False),
+    # JSON: each member and what it was read from (its record's revision and content hash, or its live report).
+    Column("members", Text, nullable=False),
+    Column("config_hash", String(64), nullable=False),
+    Column("content_hash", String(64), nullable=False),  # SHA-256 over the five documents below
+    Column("pending", Text, nullable=False),  # JSON: the members read live (no record) when it was frozen
+    Column("markdown_en", Text, nullable=False),
+    Column("markdown_zh", Text, nullable=False),
+    Column("html_en", Text, nullable=False),
+    Column("html_zh", Text, nullable=False),
+    Column("json", Text, nullable=False),
+)
+
+# Every publication of a month (files, a GitHub issue): what, where, when, and how it went. A group's are kept
+# under `group:<name in lower case>` in `repo` (no repository's name holds a colon).
 publications = Table(
     "publications",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("repo", String(255), nullable=False),
+    Column("repo", String(255), nullable=False),  # repository key, or `group:<key>`
     Column("month", String(7), nullable=False),
     Column("kind", String(16), nullable=False),  # "files" or "issue"
     Column("edition", String(16), nullable=False),  # "final" or "partial"

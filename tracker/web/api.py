@@ -29,6 +29,7 @@ from tracker.github.quota import Quota
 from tracker.narration.store import NarrationStore, Spent
 from tracker.queue import enqueue_deliveries, queue_counts, redis_failure, waiting_on_github
 from tracker.records.finalize import served_record
+from tracker.records.store import group_subject
 from tracker.records.views import admin_refusal
 from tracker.reports.cache import rendered_bytes
 from tracker.reports.coverage import coverage_summary
@@ -307,6 +308,13 @@ def status() -> Any:
             or (services.config.is_public(run.full_name) and run.full_name not in names)
         ],
         "coverage": {name: coverage_summary(services.history, name, int(time.time()))["complete"] for name in names},
+    }
+    # A group's publication holds every member (tracker.records.publish): the admin's when one is private.
+    config, tracked = services.config, services.state.repository_names()
+    shown |= {
+        group_subject(group)
+        for group in config.groups
+        if admin or all(config.is_public(member) for member in config.members_of(group, tracked))
     }
     publications = [p for p in services.records.publications(10) if p["repo"] in shown]  # newest first
     # Where a month was published (a directory of this machine, or an issue in a repository that may

@@ -13,7 +13,8 @@ A repository of the GitHub account `groups` keeps its reports at /reports/groups
 long as no group has the name of that repository.
 
 A finalised member's month at its last day is its record, as its own route serves it (`?live=1`: the ledger
-now, for every member).
+now, for every member). A finalised group's month at its last day is the group's record (tracker.records.groups),
+byte for byte, to a reader who may read every member it names; anyone else gets the merge of what they may see.
 """
 
 from __future__ import annotations
@@ -26,7 +27,14 @@ from markupsafe import escape
 
 from tracker.core.window import Window, WindowError
 from tracker.reports.collector import collector_paused
-from tracker.reports.groups import GroupRequest, UnknownGroup, group_bytes, member_path, resolve_group
+from tracker.reports.groups import (
+    GroupRequest,
+    UnknownGroup,
+    group_bytes,
+    group_record_for,
+    member_path,
+    resolve_group,
+)
 from tracker.reports.render import FORMATS, Document, UnknownLanguage, language
 from tracker.services import Services
 from tracker.web.access import (
@@ -118,11 +126,17 @@ def _answer(name: str, month: str, fmt: str, lang: str) -> Any:
         # Nothing of it this reader may see: as for a name that is not a group, so its existence says nothing.
         return unknown_group_answer(fmt, services, clipped(name))
     live = request.args.get("live") == "1"
-    with collector_paused():
-        body = group_bytes(services, group, Document(fmt, lang), services.redis, live=live)
+    record = None if live else group_record_for(services, group, readers.may_read)
+    headers = readers.headers
+    if record is not None:  # the group's finalised month, byte for byte, to a reader who may see all it names
+        body = record.document(fmt, lang).encode("utf-8")
+        headers["X-Tracker-Record"] = f"revision={record.revision}; content-hash={record.content_hash}"
+    else:
+        with collector_paused():
+            body = group_bytes(services, group, Document(fmt, lang), services.redis, live=live)
     if fmt == "html" and readers.opened:
         body = _with_tokens(body.decode("utf-8"), group, readers).encode("utf-8")
-    return Response(body, content_type=_MEDIA_TYPES[fmt], headers=readers.headers)
+    return Response(body, content_type=_MEDIA_TYPES[fmt], headers=headers)
 
 
 def unknown_group_answer(fmt: str, services: Services, name: str) -> Any:
