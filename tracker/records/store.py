@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, Table, func, select
+from sqlalchemy import ColumnElement, Connection, Engine, Select, Table, func, select
 from sqlalchemy.exc import IntegrityError
 
 from tracker.core.repository import repository_key
@@ -169,24 +169,21 @@ class RecordStore:
         return revision
 
     def latest(self, full_name: str, month: str) -> MonthRecord | None:
-        query = (
-            select(month_records)
-            .where(month_records.c.repo == repository_key(full_name), month_records.c.month == month)
-            .order_by(month_records.c.revision.desc())
-            .limit(1)
-        )
-        with self.engine.connect().execution_options(read_only=True) as conn:
-            row = conn.execute(query).first()
-        return _record(row) if row is not None else None
+        rows = self._revisions(month_records, month_records.c.repo == repository_key(full_name), month, latest=True)
+        return _record(rows[0]) if rows else None
 
     def all(self, full_name: str, month: str) -> list[MonthRecord]:
-        query = (
-            select(month_records)
-            .where(month_records.c.repo == repository_key(full_name), month_records.c.month == month)
-            .order_by(month_records.c.revision)
-        )
+        return [
+            _record(row)
+            for row in self._revisions(month_records, month_records.c.repo == repository_key(full_name), month)
+        ]
+
+    def _revisions(self, table: Table, owner: ColumnElement[bool], month: str, *, latest: bool = False) -> list[Any]:
+        """The rows of `table` for the month of `owner` (a repository, a group), by revision; the last alone."""
+        query = select(table).where(owner, table.c.month == month)
+        query = query.order_by(table.c.revision.desc()).limit(1) if latest else query.order_by(table.c.revision)
         with self.engine.connect().execution_options(read_only=True) as conn:
-            return [_record(row) for row in conn.execute(query)]
+            return list(conn.execute(query))
 
     def recorded_months(self) -> set[tuple[str, str]]:
         """(repository key, month) of every month that has a record."""
@@ -203,24 +200,12 @@ class RecordStore:
         return _group_with_revision(record, revision) if revision is not None else None
 
     def latest_group(self, name: str, month: str) -> GroupRecord | None:
-        query = (
-            select(group_records)
-            .where(group_records.c.group_key == group_key(name), group_records.c.month == month)
-            .order_by(group_records.c.revision.desc())
-            .limit(1)
-        )
-        with self.engine.connect().execution_options(read_only=True) as conn:
-            row = conn.execute(query).first()
-        return _group_record(row) if row is not None else None
+        rows = self._revisions(group_records, group_records.c.group_key == group_key(name), month, latest=True)
+        return _group_record(rows[0]) if rows else None
 
     def all_group(self, name: str, month: str) -> list[GroupRecord]:
-        query = (
-            select(group_records)
-            .where(group_records.c.group_key == group_key(name), group_records.c.month == month)
-            .order_by(group_records.c.revision)
-        )
-        with self.engine.connect().execution_options(read_only=True) as conn:
-            return [_group_record(row) for row in conn.execute(query)]
+        owner = group_records.c.group_key == group_key(name)
+        return [_group_record(row) for row in self._revisions(group_records, owner, month)]
 
     def recorded_group_months(self) -> set[tuple[str, str]]:
         """(group key, month) of every group's month that has a record."""
