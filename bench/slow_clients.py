@@ -44,8 +44,9 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import _load  # noqa: E402
-from _stack import Stack, load_note, tracker_command, wait_for  # noqa: E402
-from ingest import free_port, healthy, make_payloads  # noqa: E402
+from _service import Feed  # noqa: E402
+from _stack import SECRET, Stack, load_note, tracker_command, wait_for  # noqa: E402
+from ingest import free_port, healthy  # noqa: E402
 
 from tracker.settings import Settings, load_settings  # noqa: E402
 from tracker.store.ledger import Ledger  # noqa: E402
@@ -352,7 +353,8 @@ def main() -> int:
     outcomes: list[Outcome] = []
     with Stack(args.database_url, args.redis_url, keep=args.keep) as stack:
         # A distinct body for every delivery: the webhook answers a body it already stored as a replay.
-        payloads = iter(make_payloads(len(scenarios) * len(servers) * int(args.duration / args.every)))
+        wanted = len(scenarios) * len(servers) * int(args.duration / args.every)
+        payloads = iter(Feed("2026-04", SECRET.encode(), first_number=1, seed=7, per_pr=8).take(wanted))
         for attack, k in scenarios:
             for kind in servers:
                 outcome = run_scenario(stack, kind, attack, k, args, payloads)
