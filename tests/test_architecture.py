@@ -92,6 +92,7 @@ STABLE_JOB_NAMES = {
     "workers.jobs.finalize_group_month",
     "workers.jobs.due_work",
     "workers.jobs.publish_month",
+    "workers.jobs.publish_group_month",
     "workers.jobs.narrate_month",
     "workers.jobs.read_history_job",
     "workers.jobs.warm_month",

@@ -42,6 +42,18 @@ def test_a_group_may_be_a_mapping_with_members_and_where_it_is_published(tmp_pat
     assert config.group_publishing("plain").enabled is False
 
 
+def test_a_group_may_be_published_as_an_issue(tmp_path: Path) -> None:
+    config = loaded(
+        tmp_path,
+        "groups:\n  training:\n    members: [acme/widgets]\n    publish:\n      issue_repository: acme/reports\n"
+        "      issue_author: tracker-bot\n      report_url: https://tracker.example.com\n",
+    )
+    publishing = config.group_publishing("training")
+    assert publishing.enabled and publishing.directory is None
+    assert (publishing.issue_repository, publishing.issue_author) == ("acme/reports", "tracker-bot")
+    assert publishing.report_url == "https://tracker.example.com"
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -64,13 +76,10 @@ def test_a_group_may_be_a_mapping_with_members_and_where_it_is_published(tmp_pat
         ("groups:\n  g: {members: [a/b], color: red}\n", "groups.g.color: Extra inputs are not permitted"),
         ("groups:\n  g: {members: [a/b], publish: {directory: srv}}\n", "directory must be an absolute path"),
         (
-            "groups:\n  g: {members: [a/b], publish: {directory: /srv, issue_repository: a/reports}}\n",
-            "groups.g.publish: a group is published to files only (`directory`): issue_repository is for a repository",
+            "groups:\n  g: {members: [a/b], publish: {issue_repository: a/reports, weekly_partial: true}}\n",
+            "groups.g.publish: a group publishes its finalised months only: weekly_partial is for a repository",
         ),
-        (
-            "groups:\n  g: {members: [a/b], publish: {weekly_partial: true}}\n",
-            "weekly_partial is for a repository",
-        ),
+        ("groups:\n  g: {members: [a/b], publish: {issue_repository: reports}}\n", "groups.g.publish.issue_repository"),
     ],
 )
 def test_bad_groups_are_refused_with_what_to_write(tmp_path: Path, text: str, message: str) -> None:

@@ -184,14 +184,10 @@ def check_group_member(member: str) -> str:
     return member
 
 
-# The settings of a `publish` block that only a repository's month has: a group is published to files alone.
-_REPOSITORY_ONLY_PUBLISHING = ("issue_repository", "issue_author", "report_url", "weekly_partial")
-
-
 class GroupConfig(BaseModel):
-    """A group: its members (`owner/name` or `owner/*`), and where its finalised months are published (files
-    only: `publish.directory`). Written as the list of members alone, or as a mapping with `members` and
-    `publish`."""
+    """A group: its members (`owner/name` or `owner/*`), and where its finalised months are published (files in
+    `publish.directory`, an issue in `publish.issue_repository`; no weekly partial). Written as the list of
+    members alone, or as a mapping with `members` and `publish`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -211,13 +207,9 @@ class GroupConfig(BaseModel):
 
     @field_validator("publish")
     @classmethod
-    def _files_only(cls, value: PublishConfig | None) -> PublishConfig | None:
-        if value is not None:
-            given = [key for key in _REPOSITORY_ONLY_PUBLISHING if getattr(value, key)]
-            if given:
-                raise ValueError(
-                    f"a group is published to files only (`directory`): {', '.join(given)} is for a repository"
-                )
+    def _final_only(cls, value: PublishConfig | None) -> PublishConfig | None:
+        if value is not None and value.weekly_partial:
+            raise ValueError("a group publishes its finalised months only: weekly_partial is for a repository")
         return value
 
     @property

@@ -44,6 +44,7 @@ FINALIZE_FUNCTION = "workers.jobs.finalize_month"
 FINALIZE_GROUP_FUNCTION = "workers.jobs.finalize_group_month"
 DUE_WORK_FUNCTION = "workers.jobs.due_work"
 PUBLISH_FUNCTION = "workers.jobs.publish_month"
+PUBLISH_GROUP_FUNCTION = "workers.jobs.publish_group_month"
 NARRATE_FUNCTION = "workers.jobs.narrate_month"
 HISTORY_FUNCTION = "workers.jobs.read_history_job"
 WARM_FUNCTION = "workers.jobs.warm_month"
@@ -221,6 +222,16 @@ def enqueue_publish(
         "description": f"publish the {edition} edition of {month} of {full_name}",
     }
     _enqueue(queue, PUBLISH_FUNCTION, (full_name, month, edition, outages), options, at)
+
+
+def enqueue_publish_group(queue: Queue, name: str, month: str, *, at: float | None = None, outages: int = 0) -> None:
+    """Ask for a group's recorded month to be published (again), as `enqueue_publish` a repository's."""
+    options = {
+        "job_timeout": JOB_TIMEOUT,
+        "result_ttl": RESULT_TTL,
+        "description": f"publish {month} of the group {name}",
+    }
+    _enqueue(queue, PUBLISH_GROUP_FUNCTION, (name, month, outages), options, at)
 
 
 def enqueue_narrate(queue: Queue, full_name: str, month: str, *, at: float | None = None) -> None:

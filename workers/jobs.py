@@ -341,6 +341,10 @@ def publish_month(full_name: str, month: str, edition: str, outages: int = 0) ->
     return publish.publish_month(current(), full_name, month, edition, outages)
 
 
+def publish_group_month(name: str, month: str, outages: int = 0) -> str:
+    return publish.publish_group(current(), name, month, outages)
+
+
 def narrate_month(full_name: str, month: str, client: ChatClient | None = None) -> str:
     return narration.narrate_month(current(), full_name, month, client)
 

@@ -343,6 +343,20 @@ def test_the_marker_line() -> None:
             marker(repo, month)
 
 
+def test_a_groups_marker_line_is_never_a_repositorys() -> None:
+    group = marker("group:training", MONTH)
+    assert group == "<!-- monthly-activity-tracker group=training month=2026-09 -->"
+    assert carries_marker("x\n" + group, "group:Training", MONTH)  # group names in any case
+    assert not carries_marker(group, "group:train", MONTH) and not carries_marker(group, "group:training", "2026-10")
+    # A repository of an owner `group`, or one named like the group, is another subject, both ways.
+    assert not carries_marker(group, "group/training", MONTH)
+    assert not carries_marker(marker("group/training", MONTH), "group:training", MONTH)
+    assert not carries_marker(marker("training/training", MONTH), "group:training", MONTH)
+    for bad in ("group:", "group:a b", "group:-x", "group:a/b", "group:" + "g" * 65):
+        with pytest.raises(ValueError):
+            marker(bad, MONTH)
+
+
 def themes_of(text: str) -> list[str]:
     """Each `### ` theme block, up to the next heading."""
     return [t.rstrip("\n") for t in re.findall(r"^### .*?(?=^##|\Z)", text, flags=re.MULTILINE | re.DOTALL)]

@@ -1,10 +1,13 @@
-"""One GitHub issue per repository and month: the month's report, published and kept up to date.
+"""One GitHub issue per repository (or group) and month: the month's report, published and kept up to date.
 
 The issue is created once and then updated in place (title and body), reopened if someone closed
 it. It is found again by a hidden marker line (an HTML comment, which GitHub does not show) when its
 stored number is lost:
 
     <!-- monthly-activity-tracker repo=<owner>/<name> month=YYYY-MM -->
+    <!-- monthly-activity-tracker group=<name> month=YYYY-MM -->      (a group's month: tracker.records.groups)
+
+A repository's marker never matches a group's: they differ in their key (`repo=`, `group=`).
 
 Finding it: the stored number first (`GET /issues/{n}`: still in the target repository, an issue and
 not a pull request, and carrying this month's marker line); otherwise the target repository's issues
@@ -31,6 +34,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tracker.config import GROUP_NAME
 from tracker.core.repository import check_full_name
 from tracker.github.client import GitHubClient, RequestRefused, check_login
 
@@ -47,7 +51,8 @@ Action = Literal["created", "updated", "reopened", "unchanged"]
 
 _MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
 _MARKER_LINE = re.compile(
-    r"^<!-- monthly-activity-tracker repo=(?P<repo>\S+) month=(?P<month>\d{4}-\d{2}) -->\r?$", re.MULTILINE
+    r"^<!-- monthly-activity-tracker (?P<kind>repo|group)=(?P<name>\S+) month=(?P<month>\d{4}-\d{2}) -->\r?$",
+    re.MULTILINE,
 )
 # A URL that can stand in a Markdown link destination written `<...>` and means what it says.
 _URL = re.compile(r"https?://[^\s<>\\\x00-\x1f\x7f]+")
@@ -62,21 +67,34 @@ class Publication:
     truncated: bool  # the report was cut to fit GitHub's body limit
 
 
-def marker(repo: str, month: str) -> str:
-    """The hidden line that identifies the issue of `repo`'s `month` (YYYY-MM)."""
-    check_full_name(repo)
+def marker(subject: str, month: str) -> str:
+    """The hidden line that identifies the issue of `subject`'s `month` (YYYY-MM): `subject` is a repository's
+    `owner/name`, or a group's `group:<name>` (as tracker.records.store.group_subject writes it)."""
+    kind, name = _subject(subject)
     if not _MONTH.fullmatch(month):
         raise ValueError(f"not a month (YYYY-MM): {month!r}")
-    return f"<!-- monthly-activity-tracker repo={repo} month={month} -->"
+    return f"<!-- monthly-activity-tracker {kind}={name} month={month} -->"
 
 
-def carries_marker(body: str | None, repo: str, month: str) -> bool:
-    """Whether `body` has the marker line of `repo`'s `month` as a line of its own (owner and name
-    compared without regard to case, as GitHub does)."""
+def carries_marker(body: str | None, subject: str, month: str) -> bool:
+    """Whether `body` has the marker line of `subject`'s `month` as a line of its own (names compared without
+    regard to case, as GitHub compares owners and repositories and the config compares groups)."""
+    kind, name = _subject(subject)
     for found in _MARKER_LINE.finditer(body or ""):
-        if found["repo"].lower() == repo.lower() and found["month"] == month:
+        if found["kind"] == kind and found["name"].lower() == name.lower() and found["month"] == month:
             return True
     return False
+
+
+def _subject(subject: str) -> tuple[str, str]:
+    """The marker's key and name of a repository (`owner/name`) or a group (`group:<name>`); ValueError else."""
+    if subject.startswith("group:"):
+        name = subject.removeprefix("group:")
+        if not GROUP_NAME.fullmatch(name):
+            raise ValueError(f"not a group's name: {name!r}")
+        return "group", name
+    check_full_name(subject)
+    return "repo", subject
 
 
 def github_length(text: str) -> int:
@@ -275,7 +293,7 @@ class _Cut:
 def publish_issue(
     client: GitHubClient,
     target_repo: str,
-    repo: str,
+    subject: str,
     month: str,
     title: str,
     markdown: str,
@@ -285,7 +303,8 @@ def publish_issue(
     creator: str | None = None,
     limit: int = BODY_LIMIT,
 ) -> Publication:
-    """Publish `markdown` (the report of `repo`'s `month`) as the month's issue in `target_repo`.
+    """Publish `markdown` (the report of `subject`'s `month`: a repository's `owner/name` or a group's
+    `group:<name>`, see `marker`) as the month's issue in `target_repo`.
 
     `known_number` is the issue number stored by the last publication, if any. `creator`, when
     given, is the login the tracker posts as (a user, or an app's `<slug>[bot]`): only its issues
@@ -298,7 +317,7 @@ def publish_issue(
     check_full_name(target_repo)
     if creator is not None:
         check_login(creator)
-    line = marker(repo, month)
+    line = marker(subject, month)
     title = title.strip()
     if not title or "\n" in title or "\r" in title:
         raise ValueError("an issue title is one non-empty line")
@@ -306,7 +325,7 @@ def publish_issue(
     truncated = body != line + "\n" + markdown
     digest = content_hash(title, body)
 
-    existing = _find(client, target_repo, repo, month, known_number, creator)
+    existing = _find(client, target_repo, subject, month, known_number, creator)
     if existing is None:
         created = client.create_issue(target_repo, title, body)
         return Publication(int(created["number"]), str(created["html_url"]), "created", digest, truncated)
@@ -330,7 +349,7 @@ def publish_issue(
 def _find(
     client: GitHubClient,
     target_repo: str,
-    repo: str,
+    subject: str,
     month: str,
     known_number: int | None,
     creator: str | None,
@@ -342,15 +361,15 @@ def _find(
             if refused.status not in (404, 410):  # 404: gone or unreadable; 410: deleted
                 raise
         else:
-            if _is_ours(issue, target_repo, repo, month, creator):
+            if _is_ours(issue, target_repo, subject, month, creator):
                 return issue
     for issue in client.issues(target_repo, state="all", creator=creator):
-        if _is_ours(issue, target_repo, repo, month, creator):
+        if _is_ours(issue, target_repo, subject, month, creator):
             return issue
     return None
 
 
-def _is_ours(issue: dict[str, Any], target_repo: str, repo: str, month: str, creator: str | None) -> bool:
+def _is_ours(issue: dict[str, Any], target_repo: str, subject: str, month: str, creator: str | None) -> bool:
     if "pull_request" in issue:  # GitHub's issue endpoints also answer with pull requests
         return False
     # A transferred issue answers from its new repository (GET follows GitHub's 301).
@@ -359,4 +378,4 @@ def _is_ours(issue: dict[str, Any], target_repo: str, repo: str, month: str, cre
         return False
     if creator is not None and str((issue.get("user") or {}).get("login", "")).lower() != creator.lower():
         return False
-    return carries_marker(issue.get("body"), repo, month)
+    return carries_marker(issue.get("body"), subject, month)

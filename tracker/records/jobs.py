@@ -68,7 +68,7 @@ def finalize_month(
 def finalize_group_month(services: Services, name: str, month: str, force: bool = False, trigger: str = "api") -> str:
     """Freeze a group's month as its record once every member with activity in it has its own record (the
     schedule asks again while one has not: `workers.jobs.due_work`), then publish it where the group's config
-    says (files, written here)."""
+    says (files and its issue, published here; an issue GitHub makes wait is re-scheduled)."""
     try:
         record, created = finalize_group(services, name, month, force=force, trigger=trigger, cache=services.redis)
     except MembersNotRecorded as exc:

@@ -6,9 +6,11 @@ configured) renders the month to date, with a "Since Last Week" section: what ch
 of the month's previous partial edition (tracker.core.since). Every publication is recorded with its
 content hash and result, and shown in status. Publishing the same content again writes nothing.
 
-A group's finalised month (tracker.records.groups) is published to files alone, where the group's own `publish`
-says: under `reports/groups/<name>/` of its directory. It is the admin's act, and the files hold every member,
-private ones too (the group's record is the admin's view).
+A group's finalised month (tracker.records.groups) is published where the group's own `publish` says: to files
+under `reports/groups/<name>/` of its directory, and as one issue per group and month in its `issue_repository`
+(found again by the marker `group=<name>`, never a repository's: tracker.github.issues). Its final edition only:
+a group has no weekly partial. It is the admin's act, and the files and the issue hold every member, private ones
+too (the group's record is the admin's view). Publications are recorded under the group's `group_subject`.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
+from urllib.parse import urljoin
 
 from tracker import metrics
 from tracker.config import PublishConfig
@@ -29,8 +33,8 @@ from tracker.core.window import Month, month_window, today_in
 from tracker.github.client import GitHubError, RateLimited, Unavailable
 from tracker.github.issues import link_destination, publish_issue
 from tracker.github.retry import held_back, next_run
-from tracker.queue import enqueue_publish
-from tracker.records.store import group_subject
+from tracker.queue import enqueue_publish, enqueue_publish_group
+from tracker.records.store import group_key, group_subject
 from tracker.reports.loading import report_for, since_for
 from tracker.reports.render import render
 from tracker.reports.request import MonthRequest
@@ -53,19 +57,31 @@ def publish(services: Services, full_name: str, month: str) -> str:
     return "publication queued"
 
 
-def publish_group(services: Services, name: str, month: str) -> str:
-    """Publish a group's recorded month to files where the group's `publish.directory` says (a configured name)."""
+def publish_group(services: Services, name: str, month: str, outages: int = 0) -> str:
+    """Publish a group's recorded month where the group's `publish` says (a configured name): files under
+    `directory`, the issue in `issue_repository` (waiting for GitHub as a repository's issue does: the job
+    `workers.jobs.publish_group_month` runs this again later)."""
     target = services.config.group_publishing(name)
-    if target.directory is None:
+    if not target.enabled:
         return ""
     record = services.records.latest_group(name, month)
     if record is None:
         return "nothing to publish: the group's month has no record"
-    folder = group_folder(target.directory, name)
+    subject = group_subject(name)
     english, chinese = record.document("md", "en"), record.document("md", "zh-CN")
-    published = _publish_files(services, target, folder, group_subject(name), month, FINAL, english, chinese)
-    metrics.published("files", FINAL)
-    return published
+    results = []
+    if target.directory is not None:
+        folder = group_folder(target.directory, name)
+        results.append(_publish_files(services, target, folder, subject, month, FINAL, english, chinese))
+        metrics.published("files", FINAL)
+    if target.issue_repository is not None:
+
+        def again(at: float, outages: int) -> None:
+            enqueue_publish_group(services.records_queue, name, month, at=at, outages=outages)
+
+        path = f"groups/{group_key(name)}"
+        results.append(_publish_issue(services, target, subject, path, month, FINAL, english, outages, again))
+    return "; ".join(results)
 
 
 def publish_due_partials(services: Services) -> str:
@@ -103,21 +119,11 @@ def publish_month(services: Services, full_name: str, month: str, edition: str, 
         results.append(_publish_files(services, target, folder, full_name, month, edition, english, chinese))
         metrics.published("files", edition)
     if target.issue_repository is not None:
-        quota = services.quota()
-        blocked = held_back(quota)
-        if blocked:
-            enqueue_publish(services.records_queue, full_name, month, edition, at=blocked, outages=outages)
-            results.append("issue waiting for the rate limit")
-        else:
-            try:
-                results.append(_publish_issue(services, target, full_name, month, edition, english))
-                metrics.published("issue", edition)
-            except (RateLimited, Unavailable) as exc:
-                then = next_run(exc, outages, services.github_backoff, quota)
-                if then.at is None:
-                    raise
-                enqueue_publish(services.records_queue, full_name, month, edition, at=then.at, outages=then.outages)
-                results.append(f"issue {then.said}")
+
+        def again(at: float, outages: int) -> None:
+            enqueue_publish(services.records_queue, full_name, month, edition, at=at, outages=outages)
+
+        results.append(_publish_issue(services, target, full_name, full_name, month, edition, english, outages, again))
     return "; ".join(results)
 
 
@@ -188,10 +194,20 @@ def as_file(markdown: str, month: str, lang: str) -> str:
     return "\n".join(lines)
 
 
-def as_issue(markdown: str, month: str, full_name: str, report_url: str | None) -> str:
+# A group report's link to a member's report, relative to the group's. Only the renderer's templates write one:
+# it escapes a `]` of the data (`\]`), which is no link's end.
+_MEMBER_LINK = re.compile(r"(?<!\\)\]\((\.\./\.\./[^()\s<>\\]+)\)")
+
+
+def as_issue(markdown: str, month: str, path: str, report_url: str | None) -> str:
     """The report as an issue body: the link to the Chinese report points at this service when its
-    address is configured (a relative link would point into github.com), else the line goes. The
-    address is written `<…>` (`link_destination`), so nothing in it can end the link."""
+    address is configured (`/reports/<path>/`: a repository's `owner/name`, or `groups/<name>`; a relative
+    link would point into github.com), else the line goes; so do a group's links to its members' reports
+    (`../../<owner>/<name>/…`), which stay as they are without the address. The address is written `<…>`
+    (`link_destination`), so nothing in it can end the link."""
+    if report_url is not None:
+        page = f"{report_url.rstrip('/')}/reports/{path}/{month}.md"
+        markdown = _MEMBER_LINK.sub(lambda found: f"]({link_destination(urljoin(page, found[1]))})", markdown)
     lines = markdown.split("\n")
     for index, line in enumerate(lines[:6]):
         marker = f"({month}.md?lang=zh-CN&cutoff="
@@ -201,7 +217,7 @@ def as_issue(markdown: str, month: str, full_name: str, report_url: str | None) 
             else:
                 start = line.index(marker)
                 end = line.index(")", start)
-                url = f"{report_url.rstrip('/')}/reports/{full_name}/{month}.md?lang=zh-CN"
+                url = f"{report_url.rstrip('/')}/reports/{path}/{month}.md?lang=zh-CN"
                 lines[index] = f"{line[:start]}({link_destination(url)}){line[end + 1 :]}"
             break
     return "\n".join(lines)
@@ -256,20 +272,53 @@ def _publish_files(
 
 
 def _publish_issue(
-    services: Services, target: PublishConfig, full_name: str, month: str, edition: str, english: str
+    services: Services,
+    target: PublishConfig,
+    subject: str,
+    path: str,
+    month: str,
+    edition: str,
+    english: str,
+    outages: int,
+    again: Callable[[float, int], None],
+) -> str:
+    """Publish the month's issue of `subject` (a repository's `owner/name`, or a group's `group_subject`; its
+    report served at `/reports/<path>/`), or, while GitHub makes it wait, ask `again(at, outages)` for a later
+    run (tracker.github.retry)."""
+    quota = services.quota()
+    blocked = held_back(quota)
+    if blocked:
+        again(blocked, outages)
+        return "issue waiting for the rate limit"
+    try:
+        published = _write_issue(services, target, subject, path, month, edition, english)
+    except (RateLimited, Unavailable) as exc:
+        then = next_run(exc, outages, services.github_backoff, quota)
+        if then.at is None:
+            raise
+        again(then.at, then.outages)
+        return f"issue {then.said}"
+    metrics.published("issue", edition)
+    return published
+
+
+def _write_issue(
+    services: Services, target: PublishConfig, subject: str, path: str, month: str, edition: str, english: str
 ) -> str:
     assert target.issue_repository is not None
-    known = services.records.last_issue_number(full_name, month)
-    full_report_url = f"https://github.com/{full_name}"
+    known = services.records.last_issue_number(subject, month)
+    # Without this service's address: the repository's page; a group's (its subject is not its path): the
+    # repository of its issues.
+    full_report_url = f"https://github.com/{path if subject == path else target.issue_repository}"
     if target.report_url:
-        full_report_url = f"{target.report_url.rstrip('/')}/reports/{full_name}/{month}.html"
+        full_report_url = f"{target.report_url.rstrip('/')}/reports/{path}/{month}.html"
     # The report's first line, without its Markdown escapes: an issue title is plain text.
     title = re.sub(r"\\(.)", r"\1", english.split("\n", 1)[0].removeprefix("# ").strip())
-    body = as_issue(english, month, full_name, target.report_url)
+    body = as_issue(english, month, path, target.report_url)
 
     def recorded(target_name: str, content_hash: str, result: str, detail: str) -> None:
         services.records.record_publication(
-            full_name,
+            subject,
             month,
             kind="issue",
             edition=edition,
@@ -284,7 +333,7 @@ def _publish_issue(
             outcome = publish_issue(
                 client,
                 target.issue_repository,
-                full_name,
+                subject,
                 month,
                 title,
                 body,
