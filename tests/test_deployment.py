@@ -47,7 +47,7 @@ from sqlalchemy.engine import Engine
 from bench.fixtures.factory import Delivery, PullRequestStory
 from bench.fixtures.paths import needs_shared
 from tests.support.app import SECRET, show_head_to_github
-from tests.support.processes import clean_env, free_port, wait_until
+from tests.support.processes import clean_env, free_port, free_ports, wait_until
 from tracker.store.schema import deliveries, month_activity, pr_facts, pr_versions
 from tracker.web.signature import sign
 
@@ -330,7 +330,7 @@ def test_a_host_runs_the_procfile_with_two_web_processes_and_three_workers(deplo
     """`honcho start -c web=2,worker=3`: each web process on a port of its own, three workers, the
     schedule and the sweep; SIGTERM to honcho stops them all."""
     assert "created the schema" in deployment.tracker("migrate")
-    port = free_port()
+    port = free_ports(2)  # honcho gives the second web process the next port
     host = deployment.start("a", "-c", "web=2,worker=3", port=port)
     try:
         ports = [port, port + 1]  # honcho's PORT: the base, then one more per process of a type

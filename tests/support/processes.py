@@ -4,6 +4,7 @@ processes and belong to the `system` tier (tests/conftest.py marks them)."""
 from __future__ import annotations
 
 import os
+import random
 import socket
 import sys
 import time
@@ -24,6 +25,26 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive ports free on every interface now, for a command that takes a base port
+    and counts up (honcho's PORT). Below Linux's ephemeral range (32768 on), which `free_port` and every
+    outgoing connection take theirs from, so that another test's process cannot take one meanwhile."""
+    chooser = random.Random()
+    for _ in range(200):
+        base = chooser.randrange(20_000, 32_000)
+        sockets = [socket.socket() for _ in range(count)]
+        try:
+            for offset, each in enumerate(sockets):
+                each.bind(("0.0.0.0", base + offset))
+            return base
+        except OSError:
+            continue
+        finally:
+            for each in sockets:
+                each.close()
+    raise AssertionError(f"no {count} consecutive free ports between 20000 and 32000")
 
 
 def clean_env(**values: str) -> dict[str, str]:
