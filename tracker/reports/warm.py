@@ -9,7 +9,8 @@ date: `current`, the month without a cutoff, or today's cutoff, which are one wi
 - each section's grouping in Redis by content (40 days), which every other cutoff whose sections have the
   same content reads too, and any request after the next delivery whose sections did not change;
 - the month's documents (JSON, its summary, Markdown and HTML in both languages) in the render cache under
-  the month's current version, so the month-to-date request is a cache hit until the next change;
+  the month's current version, so the month-to-date request is a cache hit until the next change (or until
+  the entry expires or is evicted: tracker.reports.cache keeps an entry 6 hours at most, 128 in all);
 - the grouping of each earlier cutoff of the month ("through the 13th"), computed from the digest in
   memory: whenever the month has come to rest (`rested`: a reader coming back to a past cutoff finds its
   grouping kept), and under a stream that never rests at most once every EARLIER_EVERY seconds per month.
