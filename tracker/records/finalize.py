@@ -74,6 +74,13 @@ def final_request(
     forced, up to today. Raises UnknownRepository, WindowError or MonthNotEnded."""
     stored = stored_name(services.state, full_name)
     timezone = services.config.timezone_for(stored)
+    parsed, cutoff, today = final_cutoff(month, timezone, force=force, now=now)
+    return MonthRequest(stored, month_window(parsed, cutoff, timezone, ended=cutoff < today))
+
+
+def final_cutoff(month: str, timezone: str, *, force: bool, now: datetime | None = None) -> tuple[Month, date, date]:
+    """The month, the cutoff a finalisation renders in `timezone` (the month's last day once it has ended;
+    before, only when forced, today) and today there. Raises WindowError or MonthNotEnded."""
     parsed = Month.parse(month)
     moment = now or datetime.now(UTC)
     today = moment.astimezone(ZoneInfo(timezone)).date()
@@ -82,8 +89,7 @@ def final_request(
     ends = month_end(str(parsed), timezone)
     if moment.timestamp() < ends and not force:
         raise MonthNotEnded(str(parsed), ends, timezone)
-    cutoff: date = min(parsed.last_day, today)
-    return MonthRequest(stored, month_window(parsed, cutoff, timezone, ended=cutoff < today))
+    return parsed, min(parsed.last_day, today), today
 
 
 def readiness(services: ReportServices, request: MonthRequest) -> Readiness:

@@ -17,12 +17,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from redis import Redis
 
-from tracker.core.window import Month, Window, WindowError
-from tracker.records.finalize import MonthNotEnded, config_hash, month_end, served_record
+from tracker.core.window import Window
+from tracker.records.finalize import config_hash, final_cutoff, month_end, served_record
 from tracker.records.store import DOCUMENTS, GroupRecord, MonthRecord, content_hash, group_key
 from tracker.reports.collector import collector_paused
 from tracker.reports.groups import (
@@ -63,16 +62,7 @@ def group_final_request(
     group = config.group_named(name)
     if group is None:
         raise UnknownGroup(name)
-    zone = group_timezone(config)
-    parsed = Month.parse(month)
-    moment = now or datetime.now(UTC)
-    today = moment.astimezone(ZoneInfo(zone)).date()
-    if parsed.first_day > today:
-        raise WindowError(f"month {parsed} has not started yet (today is {today.isoformat()} in {zone})")
-    ends = month_end(str(parsed), zone)
-    if moment.timestamp() < ends and not force:
-        raise MonthNotEnded(str(parsed), ends, zone)
-    cutoff = min(parsed.last_day, today)
+    parsed, cutoff, today = final_cutoff(month, group_timezone(config), force=force, now=now)
     # Each member's today is its own (None), unless a moment was given (tests): then the group's.
     return resolve_group(
         services, group, str(parsed), cutoff.isoformat(), _every_member, today=today if now is not None else None

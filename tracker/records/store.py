@@ -91,7 +91,7 @@ class MonthRecord:
 @dataclass(frozen=True)
 class GroupRecord:
     """A group's month frozen over every member (the admin's view). `members`: each member in the group's
-    order, with the revision and content hash of the record it was read from, or `"live"` when it had none
+    order, with the revision and content hash of the record it was read from, or None when it had none
     (a forced finalisation)."""
 
     name: str

@@ -58,15 +58,10 @@ def finalize(owner: str, repo: str, month: str) -> Any:
     if not force:
         existing = services.records.latest(wanted.repo, month_text)
         if existing is not None:
-            return (
-                {"status": "recorded", "record": existing.summary(), "location": location},
-                200,
-                {"Location": location},
-            )
+            return _recorded(existing.summary(), location)
     queue = services.records_queue
-    failure = redis_failure(queue.connection)
-    if failure is not None:
-        return {"error": f"Redis is unreachable ({type(failure).__name__}): try again once /healthz is 200"}, 503
+    if (unreachable := _redis_unreachable(queue)) is not None:
+        return unreachable
     deadline = time.time() + services.settings.finalize_wait
     job = enqueue_finalize(queue, wanted.repo, month_text, force=force, trigger="api", deadline=deadline)
     body = {
@@ -137,18 +132,13 @@ def finalize_group(name: str, month: str) -> Any:
     if not force:
         existing = services.records.latest_group(group.name, month_text)
         if existing is not None:
-            return (
-                {"status": "recorded", "record": existing.summary(), "location": location},
-                200,
-                {"Location": location},
-            )
+            return _recorded(existing.summary(), location)
         missing = unrecorded_members(services, group, members_records(services, group))
         if missing:
             return {"error": str(MembersNotRecorded(group.name, month_text, missing)), "members": missing}, 409
     queue = services.records_queue
-    failure = redis_failure(queue.connection)
-    if failure is not None:
-        return {"error": f"Redis is unreachable ({type(failure).__name__}): try again once /healthz is 200"}, 503
+    if (unreachable := _redis_unreachable(queue)) is not None:
+        return unreachable
     job = enqueue_finalize_group(queue, group.name, month_text, force=force, trigger="api")
     return {"status": "finalizing", "location": location, "job": job}, 202, {"Location": location}
 
@@ -173,3 +163,16 @@ def group_records(name: str, month: str) -> Any:
     if not admin and not all(config.is_public(m["repo"]) for record in kept for m in record.members):
         return unknown_group_answer(services, clipped(name))
     return {"group": group, "month": month_text, "records": [record.summary() for record in kept]}
+
+
+def _recorded(summary: dict[str, Any], location: str) -> tuple[dict[str, Any], int, dict[str, str]]:
+    """The answer to a finalisation the month's record already answers."""
+    return {"status": "recorded", "record": summary, "location": location}, 200, {"Location": location}
+
+
+def _redis_unreachable(queue: Any) -> tuple[dict[str, str], int] | None:
+    """503 when the queue's Redis does not answer (the finalisation could not be queued)."""
+    failure = redis_failure(queue.connection)
+    if failure is None:
+        return None
+    return {"error": f"Redis is unreachable ({type(failure).__name__}): try again once /healthz is 200"}, 503
