@@ -21,8 +21,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bench.fixtures.paths import needs_shared
 from tracker.core.attributes import AttributeVersion, version_at
 from tracker.core.classify import ChangedFile, HeadVerdict, Rules, classify_head
+from tracker.core.group_report import merge_group
 from tracker.core.report import Report, build_report
 from tracker.core.snapshot import build_snapshot
 from tracker.core.taxonomy import HighlightConfig, ThemeConfig
@@ -36,9 +38,11 @@ from tracker.reports.render import (
     github_url,
     language,
     markdown_text,
+    member_document,
     plain,
     pull_url,
     render,
+    report_document,
 )
 
 REPO = "NVIDIA/Megatron-LM"
@@ -1014,3 +1018,48 @@ def test_a_line_of_a_fold_starting_like_a_list_or_heading_stays_one_item() -> No
     ):
         line = bullet_markdown([replace(change, title=title)], "en", folded=True)
         assert line.startswith(expected), line
+
+
+# --- what a group reads of a member ----------------------------------------------------------------------
+
+
+def assert_member_document_is_the_documents_values(report: Report) -> None:
+    """`member_document` holds the JSON document's values (each PR's number, title and base branch only), and a
+    group merges it as it merges the document."""
+    full, member = report_document(report), member_document(report)
+    assert {key: value for key, value in member.items() if key != "pull_requests"} == {
+        key: value for key, value in full.items() if key != "pull_requests"
+    }
+    rows = [{key: pr[key] for key in ("number", "title", "base_ref")} for pr in full["pull_requests"]]
+    assert member["pull_requests"] == rows
+    cutoff = full["cutoff"]
+    assert merge_group("g", full["month"], cutoff, [member]) == merge_group("g", full["month"], cutoff, [full])
+
+
+@pytest.mark.parametrize("cutoff", [PARTIAL, FINAL])
+def test_what_a_group_reads_of_a_member_is_its_documents_values(cutoff: str) -> None:
+    assert_member_document_is_the_documents_values(build(september(), cutoff))
+
+
+def test_what_a_group_reads_of_a_reverted_line_is_its_documents_values() -> None:
+    """The group reads a reverted line's title from the rows of its PRs."""
+    from tests.core.test_report import MERGED, PR, ROUTER, TELEMETRY, report
+
+    month = report(
+        [
+            PR(10, MERGED, TELEMETRY, files=("megatron/telemetry.py",)),
+            PR(11, MERGED, f'Revert "{TELEMETRY}"', files=("megatron/telemetry.py",)),
+            PR(12, MERGED, ROUTER, files=("megatron/core/router.py",)),
+        ]
+    )
+    assert month.sections[0].reverted
+    assert_member_document_is_the_documents_values(month)
+
+
+@needs_shared
+@pytest.mark.parametrize("seed", [3, 17])
+def test_what_a_group_reads_of_a_generated_member_is_its_documents_values(seed: int) -> None:
+    from tests.core.test_clusters import generated_month, megatron_taxonomy
+
+    for taxonomy in ((), megatron_taxonomy()):
+        assert_member_document_is_the_documents_values(generated_month(200, seed, taxonomy))

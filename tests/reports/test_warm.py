@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from flask import Flask
@@ -20,16 +21,22 @@ from bench.fixtures.paths import require_shared
 require_shared()  # bench.fixtures.fake_github reads GitHub's example answers from ../shared as it loads
 
 from bench.fixtures.factory import PullRequestStory  # noqa: E402
-from tests.support.app import post, release_due_jobs, run_jobs  # noqa: E402
+from tests.support.app import (  # noqa: E402
+    post,
+    release_due_jobs,
+    run_jobs,
+    running_app,  # noqa: E402
+)
 from tracker.core import clusters  # noqa: E402
 from tracker.core.window import Month, month_window, today_in  # noqa: E402
 from tracker.queue import WARM_FUNCTION  # noqa: E402
 from tracker.reports import groupings, warm  # noqa: E402
 from tracker.reports.cache import render_key, rendered_bytes  # noqa: E402
 from tracker.reports.loading import resolve  # noqa: E402
-from tracker.reports.render import Document  # noqa: E402
+from tracker.reports.render import MEMBER_DOCUMENT, Document  # noqa: E402
 from tracker.reports.warm import DOCUMENTS, warm_month  # noqa: E402
 from tracker.services import Services  # noqa: E402
+from tracker.settings import Settings  # noqa: E402
 from tracker.web.context import services  # noqa: E402
 from workers.jobs import warm_month as warm_job  # noqa: E402
 
@@ -93,6 +100,35 @@ def test_a_warmed_month_serves_what_a_request_computes_from_nothing(
     # Warming again with nothing changed renders nothing.
     again = warm_month(built, REPO, str(this_month()))
     assert again is not None and (again.rendered, again.cached) == (0, len(DOCUMENTS))
+
+
+@pytest.mark.parametrize("entry", [REPO.upper(), "octo-org/*"])
+def test_a_repository_in_a_group_is_warmed_with_what_its_groups_read(
+    settings: Settings, tmp_path: Path, entry: str
+) -> None:
+    """A group's report reads each member's `MEMBER_DOCUMENT` (tracker.reports.groups): the warm job keeps it for a
+    repository a group names (itself or its owner's `owner/*`), equal to what a request computes from nothing;
+    for any other repository, it keeps the reader's documents only."""
+    config = tmp_path / "tracker.yaml"
+    config.write_text(f"groups:\n  platform: ['{entry}']\n", encoding="utf-8")
+    with running_app(settings.model_copy(update={"config_path": config})) as app, app.app_context():
+        client, built = app.test_client(), services()
+        deliver(client, app, 1, "Add a paged KV cache for inference")
+        deliver(client, app, 2, "Paged KV cache: evict by recency")
+        redis = built.require_redis()
+        redis.flushdb()
+        warmed = warm_month(built, REPO, str(this_month()))
+        assert warmed is not None and warmed.rendered == len(DOCUMENTS) + 1
+        request = resolve(built, REPO, str(this_month()), None)
+        assert redis.exists(render_key(built, request, MEMBER_DOCUMENT))
+        assert served(built, *MEMBER_DOCUMENT) == cold(built, *MEMBER_DOCUMENT)
+    with running_app(settings) as app, app.app_context():  # no group
+        built = services()
+        redis = built.require_redis()
+        redis.flushdb()
+        warmed = warm_month(built, REPO, str(this_month()))
+        assert warmed is not None and warmed.rendered == len(DOCUMENTS)
+        assert not redis.exists(render_key(built, resolve(built, REPO, str(this_month()), None), MEMBER_DOCUMENT))
 
 
 def test_the_next_change_is_warmed_anew(app: Flask, client: FlaskClient, built: Services) -> None:

@@ -40,9 +40,10 @@ class MonthSnapshot:
     pull_requests: tuple[PullRequestSnapshot, ...]
     coverage: Coverage = Coverage()
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, *, pull_requests: bool = True) -> dict[str, Any]:
+        """The snapshot as its JSON document holds it; without `pull_requests`, its numbers alone (no PR rows)."""
         window = self.window
-        return {
+        document = {
             "repo": self.repo,
             "month": str(window.month),
             "cutoff": window.cutoff.isoformat(),
@@ -53,8 +54,10 @@ class MonthSnapshot:
             "excluded": self.excluded,
             "pending_classification": self.pending_classification,
             "coverage": self.coverage.as_dict(),
-            "pull_requests": [self._pull_request(pr) for pr in self.pull_requests],
         }
+        if pull_requests:
+            document["pull_requests"] = [self._pull_request(pr) for pr in self.pull_requests]
+        return document
 
     def _pull_request(self, pr: PullRequestSnapshot) -> dict[str, Any]:
         version = pr.version

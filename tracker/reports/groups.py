@@ -6,11 +6,14 @@ in its own, at the same cutoff (or its today, for a member where that day has no
 reader sees is the caller's to say (`may_read`: tracker.web.groups asks tracker.web.access): a member the reader
 may not read is never resolved, read or named, only counted as `hidden`.
 
-Each member's part is its own report's JSON document, as its route serves it: its month's record at the month's
-last day when it has one (unless `live`), else the document rendered and kept by the render cache
-(tracker.reports.cache.rendered_bytes; the warm job keeps the month to date's). tracker.core.group_report merges
-them. The rendered group is kept in the same cache, keyed by each member's own key (its render key, or its
-record's revision), the members shown and the code's fingerprint, so a member that changes changes the group.
+Each member's part is what its own report's JSON document says, as its route serves it: its month's record at
+the month's last day when it has one (unless `live`), else the values of that document a group reads
+(tracker.reports.render.MEMBER_DOCUMENT: no PR's evidence, each PR's number, title and base branch only),
+rendered and kept by the render cache (tracker.reports.cache.rendered_bytes; the warm job keeps the month to
+date's of every repository in a group), where the group's other documents at that cutoff find it.
+tracker.core.group_report merges them. The rendered group is kept in the same cache, keyed by each member's own
+key (its render key, or its record's revision), the members shown and the code's fingerprint, so a member that
+changes changes the group.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from tracker.reports.collector import collector_paused
 from tracker.reports.fingerprint import CODE
 from tracker.reports.render import (
     MAX_TITLE,
+    MEMBER_DOCUMENT,
     Document,
     code_span,
     english_day,
@@ -180,14 +184,14 @@ def group_report(
     cache: Redis | None,
     records: Mapping[MonthRequest, MonthRecord | None],
 ) -> GroupReport:
-    """The members' JSON documents (a record's, else the render cache's), merged."""
+    """The members' JSON documents (a record's, else what the render cache keeps of the group's part), merged."""
     documents = []
     for member in group.members:
         record = records.get(member)
         data = (
             record.document("json", "")
             if record is not None
-            else rendered_bytes(services, member, Document("json"), cache=cache)
+            else rendered_bytes(services, member, MEMBER_DOCUMENT, cache=cache)
         )
         documents.append(orjson.loads(data))
     return merge_group(
@@ -206,7 +210,7 @@ def group_key(
     document: Document,
     records: Mapping[MonthRequest, MonthRecord | None],
 ) -> str:
-    """The cache key of a rendered group: each member's own key (its record's revision, else its JSON's render
+    """The cache key of a rendered group: each member's own key (its record's revision, else its part's render
     key: its month's version, cutoff, the configuration), who is shown, and the document asked for."""
     parts = [CODE, "group", group.name, str(group.month), group.cutoff.isoformat(), group.timezone]
     parts += [document.fmt, document.lang if document.fmt != "json" else ""]
@@ -216,7 +220,7 @@ def group_key(
         if record is not None:
             parts.append(f"record={member.repo}:{record.revision}:{record.content_hash}")
         else:
-            parts.append(render_key(services, member, Document("json")))
+            parts.append(render_key(services, member, MEMBER_DOCUMENT))
     return "tracker:render:group:" + hashlib.sha256("|".join(parts).encode()).hexdigest()
 
 

@@ -34,7 +34,8 @@ LANGUAGES = ("en", "zh-CN")
 FORMATS = ("md", "html", "json")
 # The JSON's forms (`?detail=`): every PR with its evidence, or the counts and themes alone (dashboards).
 FULL, SUMMARY = "full", "summary"
-DETAILS = (FULL, SUMMARY)
+DETAILS = (FULL, SUMMARY)  # what a reader may ask for (`?detail=`)
+MEMBER = "member"  # the JSON a group reads of a member (`member_document`): not asked for by readers
 
 
 class Document(NamedTuple):
@@ -44,6 +45,9 @@ class Document(NamedTuple):
     fmt: str
     lang: str = "en"
     detail: str = FULL
+
+
+MEMBER_DOCUMENT = Document("json", "en", MEMBER)  # the JSON is one document in every language
 
 
 _LANGUAGE_ALIASES = {"en": "en", "en-us": "en", "zh": "zh-CN", "zh-cn": "zh-CN", "zh-hans": "zh-CN"}
@@ -666,8 +670,11 @@ def _rendered(template: Template, variables: dict[str, Any]) -> str:
 def render_bytes(report: Report, fmt: str, lang: str, detail: str = FULL, *, since: Since | None = None) -> bytes:
     """`render` as the UTF-8 bytes an answer sends; the JSON without a detour through `str` (a big month's
     JSON is 2 MB: each conversion costs milliseconds). `detail`: the JSON's `FULL` document or its
-    `SUMMARY` (`summary_document`); the Markdown and the HTML have one form. `since`: as for `render`."""
+    `SUMMARY` (`summary_document`), or what a group reads of it (`MEMBER`: `member_document`); the Markdown and
+    the HTML have one form. `since`: as for `render`."""
     if fmt == "json":
+        if detail == MEMBER:
+            return json_bytes(member_document(report))
         document = report_document(report, since)
         return json_bytes(summary_document(document) if detail == SUMMARY else document)
     return render(report, fmt, lang, since=since).encode("utf-8")
@@ -735,7 +742,37 @@ def report_document(report: Report, since: Since | None = None) -> dict[str, Any
         pr["theme"] = place["theme"] if place else None
         pr["highlight"] = place["highlight"] if place else None
         pr["group"] = place["group"] if place else None
-    document["report"] = {
+    document["report"] = report_outline(report)
+    if since is not None:
+        changed = since.as_dict()
+        for item in changed["moved"]:  # theme names are made of titles: cleaned like the outline's
+            for side in ("from", "to"):
+                item[side] = {**item[side], "en": plain(item[side]["en"], None), "zh": plain(item[side]["zh"], None)}
+        document["since"] = changed
+    return document
+
+
+def member_document(report: Report) -> dict[str, Any]:
+    """What a group's report reads of a member's (tracker.core.group_report.merge_group): the member's JSON
+    document (`report_document`) with each PR's number, title and base branch only, made without the rest (a
+    big month's PR rows and evidence are most of the cost of its JSON). Its values are the document's."""
+    document = report.snapshot.as_dict(pull_requests=False)
+    document["pull_requests"] = [
+        {
+            "number": pr.status.number,
+            "title": pr.version.title if pr.version else "",
+            "base_ref": pr.version.base_ref if pr.version else "",
+        }
+        for pr in report.snapshot.pull_requests
+    ]
+    document["report"] = report_outline(report)
+    return document
+
+
+def report_outline(report: Report) -> dict[str, Any]:
+    """The report's outline in its JSON document (`"report"`): who wrote it, its sections' themes, highlights and
+    changes, their reverted lines, and the daily counts."""
+    return {
         "narrator": dict(report.narrator),
         "sections": [
             {
@@ -798,13 +835,6 @@ def report_document(report: Report, since: Since | None = None) -> dict[str, Any
             {"day": d.day.isoformat(), "opened": d.opened, "merged": d.merged, "closed": d.closed} for d in report.days
         ],
     }
-    if since is not None:
-        changed = since.as_dict()
-        for item in changed["moved"]:  # theme names are made of titles: cleaned like the outline's
-            for side in ("from", "to"):
-                item[side] = {**item[side], "en": plain(item[side]["en"], None), "zh": plain(item[side]["zh"], None)}
-        document["since"] = changed
-    return document
 
 
 def summary_document(document: Mapping[str, Any]) -> dict[str, Any]:

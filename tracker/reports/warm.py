@@ -8,9 +8,10 @@ date: `current`, the month without a cutoff, or today's cutoff, which are one wi
   month at any cutoff reads instead of the database until the month changes again;
 - each section's grouping in Redis by content (40 days), which every other cutoff whose sections have the
   same content reads too, and any request after the next delivery whose sections did not change;
-- the month's documents (JSON, its summary, Markdown and HTML in both languages) in the render cache under
-  the month's current version, so the month-to-date request is a cache hit until the next change (or until
-  the entry expires or is evicted: tracker.reports.cache keeps an entry 6 hours at most, 128 in all);
+- the month's documents (JSON, its summary, Markdown and HTML in both languages, and, for a repository in a
+  group, what its groups read of it: tracker.reports.render.MEMBER_DOCUMENT) in the render cache under the
+  month's current version, so the month-to-date request is a cache hit until the next change (or until the
+  entry expires or is evicted: tracker.reports.cache keeps an entry 6 hours at most, 128 in all);
 - the grouping of each earlier cutoff of the month ("through the 13th"), computed from the digest in
   memory: whenever the month has come to rest (`rested`: a reader coming back to a past cutoff finds its
   grouping kept), and under a stream that never rests at most once every EARLIER_EVERY seconds per month.
@@ -52,7 +53,7 @@ from tracker.reports.cache import keep, render_key
 from tracker.reports.collector import collector_paused
 from tracker.reports.digests import KeptDigest, digest_key, keep_digest, kept_digest
 from tracker.reports.loading import UnknownRepository, report_for, resolve
-from tracker.reports.render import FULL, SUMMARY, Document, render_bytes
+from tracker.reports.render import FULL, MEMBER_DOCUMENT, SUMMARY, Document, render_bytes
 from tracker.reports.request import MonthRequest, ReportServices
 from tracker.store.month_digest import MonthDigest
 
@@ -115,7 +116,8 @@ def warm_month(services: WarmServices, full_name: str, month: str, *, rested: bo
         digest = None
         if not cache.exists(digest_key(services, request)):
             digest = keep_digest(services, cache, request)  # every cutoff reads it
-        keys = {document: render_key(services, request, document) for document in DOCUMENTS}
+        documents = (*DOCUMENTS, MEMBER_DOCUMENT) if services.config.in_a_group(request.repo) else DOCUMENTS
+        keys = {document: render_key(services, request, document) for document in documents}
         missing = [document for document, key in keys.items() if not cache.exists(key)]
         if missing:
             report = report_for(services, request, cache=cache)  # reads or keeps each section's grouping
@@ -126,7 +128,7 @@ def warm_month(services: WarmServices, full_name: str, month: str, *, rested: bo
             cache.set(earlier_key(request.repo, str(window.month)), 1, nx=not rested, ex=EARLIER_EVERY)
         ):
             earlier = _group_earlier_cutoffs(cache, services, request, digest)
-    return Warmed(request.window.cutoff.isoformat(), len(missing), len(DOCUMENTS) - len(missing), earlier)
+    return Warmed(request.window.cutoff.isoformat(), len(missing), len(documents) - len(missing), earlier)
 
 
 def earlier_key(full_name: str, month: str) -> str:
