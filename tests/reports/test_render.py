@@ -1024,14 +1024,32 @@ def test_a_line_of_a_fold_starting_like_a_list_or_heading_stays_one_item() -> No
 
 
 def assert_member_document_is_the_documents_values(report: Report) -> None:
-    """`member_document` holds the JSON document's values (each PR's number, title and base branch only), and a
-    group merges it as it merges the document."""
+    """`member_document` holds the JSON document's values a group reads (the snapshot's numbers, each PR's number,
+    title and base branch, each section's reverted lines and its themes' ids, names and changes), and a group
+    merges it as it merges the document."""
     full, member = report_document(report), member_document(report)
-    assert {key: value for key, value in member.items() if key != "pull_requests"} == {
-        key: value for key, value in full.items() if key != "pull_requests"
+    assert {key: value for key, value in member.items() if key not in ("pull_requests", "report")} == {
+        key: value for key, value in full.items() if key not in ("pull_requests", "report")
     }
     rows = [{key: pr[key] for key in ("number", "title", "base_ref")} for pr in full["pull_requests"]]
     assert member["pull_requests"] == rows
+    outline = [
+        {
+            "id": section["id"],
+            "reverted": section["reverted"],
+            "themes": [
+                {
+                    "id": theme["id"],
+                    "en": theme["en"],
+                    "zh": theme["zh"],
+                    "highlights": [{"changes": highlight["changes"]} for highlight in theme["highlights"]],
+                }
+                for theme in section["themes"]
+            ],
+        }
+        for section in full["report"]["sections"]
+    ]
+    assert member["report"] == {"sections": outline}
     cutoff = full["cutoff"]
     assert merge_group("g", full["month"], cutoff, [member]) == merge_group("g", full["month"], cutoff, [full])
 

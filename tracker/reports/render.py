@@ -742,45 +742,12 @@ def report_document(report: Report, since: Since | None = None) -> dict[str, Any
         pr["theme"] = place["theme"] if place else None
         pr["highlight"] = place["highlight"] if place else None
         pr["group"] = place["group"] if place else None
-    document["report"] = report_outline(report)
-    if since is not None:
-        changed = since.as_dict()
-        for item in changed["moved"]:  # theme names are made of titles: cleaned like the outline's
-            for side in ("from", "to"):
-                item[side] = {**item[side], "en": plain(item[side]["en"], None), "zh": plain(item[side]["zh"], None)}
-        document["since"] = changed
-    return document
-
-
-def member_document(report: Report) -> dict[str, Any]:
-    """What a group's report reads of a member's (tracker.core.group_report.merge_group): the member's JSON
-    document (`report_document`) with each PR's number, title and base branch only, made without the rest (a
-    big month's PR rows and evidence are most of the cost of its JSON). Its values are the document's."""
-    document = report.snapshot.as_dict(pull_requests=False)
-    document["pull_requests"] = [
-        {
-            "number": pr.status.number,
-            "title": pr.version.title if pr.version else "",
-            "base_ref": pr.version.base_ref if pr.version else "",
-        }
-        for pr in report.snapshot.pull_requests
-    ]
-    document["report"] = report_outline(report)
-    return document
-
-
-def report_outline(report: Report) -> dict[str, Any]:
-    """The report's outline in its JSON document (`"report"`): who wrote it, its sections' themes, highlights and
-    changes, their reverted lines, and the daily counts."""
-    return {
+    document["report"] = {
         "narrator": dict(report.narrator),
         "sections": [
             {
                 "id": section.id,
-                "reverted": [
-                    {"numbers": list(undone.numbers), "by": list(revert.numbers) if revert else []}
-                    for undone, revert in section.reverted
-                ],
+                "reverted": _reverted_outline(section),
                 # The narrator's overview, when a model wrote the section.
                 **(
                     {"overview_en": plain(section.overview_en, None), "overview_zh": plain(section.overview_zh, None)}
@@ -805,14 +772,7 @@ def report_outline(report: Report) -> dict[str, Any]:
                                 "id": highlight.id,
                                 "en": plain(highlight.en, limit=None),
                                 "zh": plain(highlight.zh, limit=None),
-                                "changes": [
-                                    {
-                                        "id": change.id,
-                                        "title": plain(change.title, limit=None),
-                                        "group": list(change.numbers),
-                                    }
-                                    for change in highlight.changes
-                                ],
+                                "changes": [_change_outline(change) for change in highlight.changes],
                                 "shown": [change.id for change in highlight.shown],
                                 **(
                                     {
@@ -835,6 +795,61 @@ def report_outline(report: Report) -> dict[str, Any]:
             {"day": d.day.isoformat(), "opened": d.opened, "merged": d.merged, "closed": d.closed} for d in report.days
         ],
     }
+    if since is not None:
+        changed = since.as_dict()
+        for item in changed["moved"]:  # theme names are made of titles: cleaned like the outline's
+            for side in ("from", "to"):
+                item[side] = {**item[side], "en": plain(item[side]["en"], None), "zh": plain(item[side]["zh"], None)}
+        document["since"] = changed
+    return document
+
+
+def member_document(report: Report) -> dict[str, Any]:
+    """What a group's report reads of a member's (tracker.core.group_report.merge_group), made without the rest: the
+    member's JSON document (`report_document`) with each PR's number, title and base branch only (a big month's PR
+    rows and evidence are most of the cost of its JSON), and of its outline each section's reverted lines and its
+    themes' ids, names and changes. Its values are the document's."""
+    document = report.snapshot.as_dict(pull_requests=False)
+    document["pull_requests"] = [
+        {
+            "number": pr.status.number,
+            "title": pr.version.title if pr.version else "",
+            "base_ref": pr.version.base_ref if pr.version else "",
+        }
+        for pr in report.snapshot.pull_requests
+    ]
+    sections = [
+        {
+            "id": section.id,
+            "reverted": _reverted_outline(section),
+            "themes": [
+                {
+                    "id": theme.id,
+                    "en": plain(theme.en, limit=None),
+                    "zh": plain(theme.zh, limit=None),
+                    "highlights": [
+                        {"changes": [_change_outline(change) for change in highlight.changes]}
+                        for highlight in theme.highlights
+                    ],
+                }
+                for theme in section.themes
+            ],
+        }
+        for section in report.sections
+    ]
+    document["report"] = {"sections": sections}
+    return document
+
+
+def _reverted_outline(section: Section) -> list[dict[str, list[int]]]:
+    return [
+        {"numbers": list(undone.numbers), "by": list(revert.numbers) if revert else []}
+        for undone, revert in section.reverted
+    ]
+
+
+def _change_outline(change: Change) -> dict[str, Any]:
+    return {"id": change.id, "title": plain(change.title, limit=None), "group": list(change.numbers)}
 
 
 def summary_document(document: Mapping[str, Any]) -> dict[str, Any]:
