@@ -113,7 +113,7 @@ def report_for(
     else:
         inputs = services.state.month_inputs(request.repo, str(window.month), window.end)
         snapshot, paths, known = _snapshot(services, request, inputs, coverage), inputs.paths, memo.NOTHING
-    report = build_report(snapshot, paths, config.themes_for(request.repo), group=SharedGroupings(cache), known=known)
+    report = build_report(snapshot, paths, config.themes_for(request.repo), themer=SharedGroupings(cache), known=known)
     return with_prose(report, services.narrations, config) if prose else report
 
 
