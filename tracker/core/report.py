@@ -17,7 +17,9 @@ theme into 1-4 highlights (sub-topics). A highlight's line names its most signif
 at most `MAX_SHOWN`, within `MAX_LINE_WORDS`), and every other change of the theme is listed in its fold
 (`Theme.folded`, one change a line), so that a reader scans a few lines a theme and every change is still
 cited once. Themes and highlights are named by their distinctive title terms and their area (the
-taxonomy's, else the code layout's). Titles are cleaned (tracker.core.titles).
+taxonomy's, else the code layout's): as plain data (`named_themes`: names and indexes into the section's
+changes), which a caller can keep by content with the grouping (tracker.reports.groupings), and which
+`_themes` makes the section's `Theme`s of. Titles are cleaned (tracker.core.titles).
 """
 
 from __future__ import annotations
