@@ -1,26 +1,30 @@
-"""The theme grouping kept in Redis by content (tracker.reports.groupings): read instead of computed, never
-stale when the data changes, and the same as a computation from nothing. A real ledger (SQLite), a real
-Redis, real Megatron-LM titles and paths (bench/fixtures/scenario.py), applied the way the worker applies them."""
+"""Each section's themes, grouped and named, kept in Redis by content (tracker.reports.groupings): read instead of
+computed, never stale when the data or the taxonomy's names change, and the same as a computation from nothing.
+A real ledger (SQLite), a real Redis, real Megatron-LM titles and paths (bench/fixtures/scenario.py), applied the
+way the worker applies them."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import fields, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
+import yaml
 from redis import Redis
 
 from bench.fixtures.factory import PullRequestStory
-from bench.fixtures.paths import needs_shared
+from bench.fixtures.paths import EXAMPLES, needs_shared
 from bench.fixtures.scenario import REPO, megatron_month
 from tests.support.months import copy_sqlite
 from tests.support.tracking import Tracker
 from tracker.config import TrackerConfig
 from tracker.core import clusters
 from tracker.core.noise import MAINTENANCE_THEME
-from tracker.core.report import Report
+from tracker.core.report import NamedTheme, Report, named_section
+from tracker.core.themes import ThemeChoice
 from tracker.queue import connect_redis
 from tracker.reports import groupings
 from tracker.reports.loading import report_for, resolve
@@ -37,9 +41,9 @@ TODAY = date(2026, 6, 10)
 CUTOFF = "2026-05-20"
 
 
-def tracker(path: Path) -> Tracker:
+def tracker(path: Path, config: TrackerConfig | None = None) -> Tracker:
     engine = connect(f"sqlite:///{path}")
-    return Tracker(Ledger(engine), MonthState(engine), HeadStore(engine), TrackerConfig())
+    return Tracker(Ledger(engine), MonthState(engine), HeadStore(engine), config or TrackerConfig())
 
 
 @pytest.fixture(scope="module")
@@ -77,10 +81,10 @@ def request(tracker: Tracker) -> MonthRequest:
     return resolve(tracker, REPO, "2026-05", CUTOFF, today=TODAY)
 
 
-def from_nothing(tracker: Tracker) -> Report:
+def from_nothing(tracker: Tracker, asked: MonthRequest | None = None) -> Report:
     """A real computation: no Redis, no grouping remembered in the process."""
     clusters.forget()
-    return report_for(tracker, request(tracker))
+    return report_for(tracker, asked or request(tracker))
 
 
 def themes(report: Report) -> list[tuple[str, list[list[int]]]]:
@@ -111,12 +115,11 @@ def test_a_stored_grouping_is_read_instead_of_computed(may: Tracker, redis: Redi
     clusters.forget()
     report_for(may, request(may), cache=redis)
     assert len(grouping_keys(redis)) == 2
-    # Plant a grouping of the same items: every change in one theme.
+    # Plant named themes of the same items: every change in one theme.
     for key in grouping_keys(redis):
         stored = json.loads(redis.get(key) or b"[]")
-        members = sorted(m for g in stored for m in g["members"])
-        topic = {"members": members, "terms": ["planted"], "share": 1.0}
-        planted = [{"members": members, "terms": ["planted"], "topics": [topic], "other": False}]
+        members = sorted(m for theme in stored for highlight in theme[4] for m in highlight[3])
+        planted = [["planted", "Planted", "种植", ["planted"], [["planted", "Planted", "种植", members]]]]
         redis.set(key, json.dumps(planted), keepttl=True)
     clusters.forget()
     read = report_for(may, request(may), cache=redis)
@@ -170,3 +173,190 @@ def test_a_redis_that_fails_costs_a_grouping_nothing_more(may: Tracker) -> None:
     clusters.forget()
     report = report_for(may, request(may), cache=dead)
     assert render(report, "json", "en") == render(from_nothing(may), "json", "en")
+
+
+# --- the naming kept with the grouping ----------------------------------------------------------------------
+
+MONTHS = ("2026-03", "2026-04", "2026-06")
+AFTER = date(2026, 7, 10)  # after every month of the data: each month whole
+DOCUMENTS = (("json", "en"), ("md", "en"), ("md", "zh-CN"), ("html", "zh-CN"))
+Computed = list[tuple[list[clusters.Item], list[ThemeChoice], tuple[NamedTheme, ...]]]
+
+
+def megatron_config(renamed: str = "") -> TrackerConfig:
+    """The example configuration of Megatron-LM, with its taxonomy. `renamed`: before the names of every area and
+    sub-area, their ids the same (a taxonomy whose names were edited)."""
+    document = yaml.safe_load((EXAMPLES / "megatron-lm.yaml").read_text())
+    if renamed:
+        for theme in document["repositories"][REPO]["themes"]:
+            for part in (theme, *theme.get("highlights", ())):
+                part["en"], part["zh"] = renamed + part["en"], renamed + part["zh"]
+    return TrackerConfig.model_validate(document)
+
+
+@pytest.fixture(scope="module", params=MONTHS)
+def ledger_of_month(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """40 real PRs of a month of the data, 8 of them left open: a ledger made once for the module."""
+    month = str(request.param)
+    path = tmp_path_factory.mktemp(month) / "l.sqlite3"
+    made = tracker(path)
+    scenario = megatron_month(month, count=40, still_open=8)
+    made.deliver([d for story in scenario.stories for d in story.deliveries])
+    made.give_files({number: paths for (number, _), paths in scenario.files.items()})
+    made.state.engine.dispose()
+    return month, path
+
+
+def computing(monkeypatch: pytest.MonkeyPatch) -> Computed:
+    """Every section themed from now on by a computation, recorded: its items, priors and named themes."""
+    computed: Computed = []
+
+    def recorded(items: Sequence[clusters.Item], priors: Sequence[ThemeChoice]) -> tuple[NamedTheme, ...]:
+        themes = named_section(items, priors)
+        computed.append((list(items), list(priors), themes))
+        return themes
+
+    monkeypatch.setattr(groupings, "named_section", recorded)
+    return computed
+
+
+def refusing(items: Sequence[clusters.Item], priors: Sequence[ThemeChoice]) -> tuple[NamedTheme, ...]:
+    raise AssertionError("a section themed by a computation, not read from Redis")
+
+
+@pytest.mark.parametrize("themed", [False, True], ids=["layout", "taxonomy"])
+def test_named_themes_read_from_redis_are_the_ones_computed(
+    ledger_of_month: tuple[str, Path], themed: bool, tmp_path: Path, redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    month, path = ledger_of_month
+    copy_sqlite(path, tmp_path / "l.sqlite3")
+    made = tracker(tmp_path / "l.sqlite3", megatron_config() if themed else None)
+    try:
+        whole = resolve(made, REPO, month, None, today=AFTER)
+        clusters.forget()
+        computed = computing(monkeypatch)
+        kept = report_for(made, whole, cache=redis)
+        assert len(computed) == len(grouping_keys(redis)) == sum(1 for s in kept.sections if s.changes) == 2
+        assert all(len(priors) == (len(items) if themed else 0) for items, priors, _ in computed)
+        # Another process reads each section's themes, named, and computes nothing.
+        monkeypatch.setattr(groupings, "named_section", refusing)
+        clusters.forget()
+        for items, priors, themes in computed:
+            assert groupings.SharedGroupings(redis)(items, priors) == themes
+        read = report_for(made, whole, cache=redis)
+        monkeypatch.undo()
+        again = from_nothing(made, whole)
+        for document in DOCUMENTS:
+            assert render(read, *document) == render(kept, *document) == render(again, *document)
+    finally:
+        made.state.engine.dispose()
+
+
+def test_a_taxonomy_renamed_is_named_anew_not_from_the_names_stored(may: Tracker, redis: Redis) -> None:
+    may.config = megatron_config()
+    clusters.forget()
+    before = report_for(may, request(may), cache=redis)
+    kept = grouping_keys(redis)
+    # The same ids, other names: the same items (their priors are ids), so only the names' part of the key says it.
+    may.config = megatron_config(renamed="Renamed ")
+    after = report_for(may, request(may), cache=redis)
+    assert len(grouping_keys(redis) - kept) == len(kept) == 2
+    names = [name for section in after.sections for theme in section.themes for name in (theme.en, theme.zh)]
+    assert any(name.startswith("Renamed ") for name in names)
+    assert not any("Renamed " in theme.en for section in before.sections for theme in section.themes)
+    again = from_nothing(may)
+    for document in DOCUMENTS:
+        assert render(after, *document) == render(again, *document)
+
+
+def test_a_path_changed_is_named_anew(may: Tracker, redis: Redis) -> None:
+    story = PullRequestStory(9101, _day(12), repo=REPO, title="Tune the MXFP8 grouped GEMM").opened()
+    may.deliver(story.deliveries)
+    may.give_files({9101: ["megatron/core/fusions/mxfp8_gemm.py"]})
+    clusters.forget()
+    report_for(may, request(may), cache=redis)
+    kept = grouping_keys(redis)
+    story.pushed(_day(13))  # its new head changes other files
+    may.deliver(story.deliveries[1:])
+    may.give_files({9101: ["megatron/rl/agent/rollout.py"]})
+    after = report_for(may, request(may), cache=redis)
+    assert len(grouping_keys(redis) - kept) == 1  # In Progress, where it is; Delivered's content is the same
+    change = next(change for section in after.sections for change in section.changes if 9101 in change.numbers)
+    assert change.paths == ("megatron/rl/agent/rollout.py",)
+    again = from_nothing(may)
+    for document in DOCUMENTS:
+        assert render(after, *document) == render(again, *document)
+
+
+def test_the_key_covers_all_that_grouping_and_naming_read() -> None:
+    items = [
+        clusters.Item("Fix GTP overlap", ("bug",), ("megatron/core/gtp.py",), (11, 12), ("parallel", "tp"), False),
+        clusters.Item("Autotune RL lag", ("rl",), ("megatron/rl/rl_utils.py",), (13,), ("rl", "agent"), True),
+    ]
+    priors = [ThemeChoice("parallel", "Parallelism", "并行", "tp", "Tensor Parallel", "张量并行")] * 2
+    keys = {groupings.grouping_key(items, priors), groupings.grouping_key(items, ())}
+    first = items[0]
+    for changed in (
+        replace(first, title="Fix GTP overlap again"),
+        replace(first, labels=()),
+        replace(first, paths=("megatron/core/gtp_api.py",)),
+        replace(first, references=(11,)),
+        replace(first, prior=("parallel", "pp")),
+        replace(first, upkeep=True),
+    ):
+        keys.add(groupings.grouping_key([changed, items[1]], priors))
+    for field in fields(ThemeChoice):
+        keys.add(groupings.grouping_key(items, [replace(priors[0], **{field.name: "other"}), priors[1]]))
+    keys.add(groupings.grouping_key(items[::-1], priors))
+    assert len(keys) == 2 + 6 + len(fields(ThemeChoice)) + 1
+
+
+SPOILED = (
+    "a change left out",
+    "a change twice",
+    "an index past the items",
+    "a highlight of no change",
+    "a theme of no highlight",
+    "another shape",
+    "not JSON",
+)
+
+
+def spoiled(stored: bytes, size: int, how: str) -> bytes:
+    """Named themes of `size` items as stored, spoiled `how`."""
+    if how == "not JSON":
+        return b"\xff{"
+    document = json.loads(stored)
+    first = document[0][4][0]  # the first theme's first highlight: [id, en, zh, members]
+    if how == "a change left out":
+        first[3] = first[3][1:]
+    elif how == "a change twice":
+        document.append(["twice", "Twice", "两次", [], [["twice", "Twice", "两次", first[3][:1]]]])
+    elif how == "an index past the items":
+        first[3] = [*first[3], size]
+    elif how == "a highlight of no change":
+        document[0][4].append(["none", "None", "无", []])
+    elif how == "a theme of no highlight":
+        document.append(["none", "None", "无", [], []])
+    else:
+        document = {"members": list(range(size))}
+    return json.dumps(document).encode()
+
+
+@pytest.mark.parametrize("how", SPOILED)
+def test_named_themes_that_do_not_fit_are_computed_again_and_overwritten(
+    may: Tracker, redis: Redis, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    clusters.forget()
+    computed = computing(monkeypatch)
+    report_for(may, request(may), cache=redis)
+    assert len(computed) == 2
+    for items, priors, themes in list(computed):
+        key = groupings.grouping_key(items, priors)
+        stored = redis.get(key)
+        assert stored is not None
+        redis.set(key, spoiled(stored, len(items), how), keepttl=True)
+        count = len(computed)
+        assert groupings.SharedGroupings(redis)(items, priors) == themes
+        assert len(computed) == count + 1  # computed, not read
+        assert redis.get(key) == stored

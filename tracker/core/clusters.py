@@ -43,10 +43,11 @@ Remembered twice, by content, since a grouping depends on nothing but its items 
   Markdown, HTML and JSON of one cutoff, in both languages, group the same sections once; and each change's
   features, by the change's content, so that a month grouped again after one of its PRs changed describes
   only the changed ones anew;
-- across processes, by the caller: tracker.reports.groupings keeps each grouping in Redis under a digest
-  of its items and of the core's sources (40 days), so a worker that warmed a month (tracker.reports.warm)
-  spares every web process the grouping of the same sections. This module stays pure: `group` is what a
-  report calls when the caller brings no such store.
+- across processes, by the caller: tracker.reports.groupings keeps each grouping, named
+  (tracker.core.report.named_themes), in Redis under a digest of its items and of the core's sources (40
+  days), so a worker that warmed a month (tracker.reports.warm) spares every web process the grouping and
+  naming of the same sections. This module stays pure: `group` is what a report calls when the caller
+  brings no such store.
 """
 
 from __future__ import annotations

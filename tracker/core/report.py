@@ -17,7 +17,9 @@ theme into 1-4 highlights (sub-topics). A highlight's line names its most signif
 at most `MAX_SHOWN`, within `MAX_LINE_WORDS`), and every other change of the theme is listed in its fold
 (`Theme.folded`, one change a line), so that a reader scans a few lines a theme and every change is still
 cited once. Themes and highlights are named by their distinctive title terms and their area (the
-taxonomy's, else the code layout's). Titles are cleaned (tracker.core.titles).
+taxonomy's, else the code layout's): as plain data (`named_themes`: names and indexes into the section's
+changes), which a caller can keep by content with the grouping (tracker.reports.groupings), and which
+`_themes` makes the section's `Theme`s of. Titles are cleaned (tracker.core.titles).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import re
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 from functools import cached_property
 from typing import Any, NamedTuple
@@ -250,9 +252,36 @@ def narrated_section(pr: PullRequestSnapshot) -> str | None:
 
 
 Chooser = Callable[[Sequence[ThemeConfig], str, Sequence[str], Sequence[str]], ThemeChoice]
-# Groups a section's changes into themes: tracker.core.clusters.group, or a caller's stand-in that gives
-# the same answer for the same items (tracker.reports.groupings: remembered by content in Redis).
-Grouper = Callable[[Sequence[clusters.Item]], tuple[clusters.Group, ...]]
+
+
+class NamedHighlight(NamedTuple):
+    """A highlight as plain data: its id, its names, and its changes as indexes into the section's items."""
+
+    id: str
+    en: str
+    zh: str
+    members: tuple[int, ...]  # ascending, as the items are ordered (by PR number)
+
+
+class NamedTheme(NamedTuple):
+    """A theme as plain data, from which `_themes` makes its `Theme` of the section's changes."""
+
+    id: str
+    en: str
+    zh: str
+    terms: tuple[str, ...]
+    highlights: tuple[NamedHighlight, ...]
+
+
+# Groups a section's changes into themes and names them (`named_section`: a function of the items and, with a
+# taxonomy, each item's choice, names included), or a caller's stand-in that gives the same answer for the same
+# items and priors (tracker.reports.groupings: remembered by content in Redis).
+Themer = Callable[[Sequence[clusters.Item], Sequence[ThemeChoice]], tuple[NamedTheme, ...]]
+
+
+def named_section(items: Sequence[clusters.Item], priors: Sequence[ThemeChoice]) -> tuple[NamedTheme, ...]:
+    """A section's themes: its items grouped (tracker.core.clusters), then named (`named_themes`)."""
+    return named_themes(items, priors, clusters.group(items))
 
 
 def build_report(
@@ -260,14 +289,15 @@ def build_report(
     paths: Mapping[int, Sequence[str]],
     taxonomy: Sequence[ThemeConfig] = (),
     choose: Chooser = choose_theme,
-    group: Grouper = clusters.group,
+    themer: Themer = named_section,
     known: memo.Known = memo.NOTHING,
 ) -> Report:
-    """`paths`: the changed paths of each PR's head at the cutoff, by PR number. `known`: results of the
-    memoised functions of PR text computed ahead for these PRs (tracker.core.memo; a month's digest
-    carries them), used instead of computing them again."""
+    """`paths`: the changed paths of each PR's head at the cutoff, by PR number. `themer`: how each section's
+    themes are found and named (`named_section` by default). `known`: results of the memoised functions of PR
+    text computed ahead for these PRs (tracker.core.memo; a month's digest carries them), used instead of
+    computing them again."""
     with memo.using(known):
-        return _build_report(snapshot, paths, taxonomy, choose, group)
+        return _build_report(snapshot, paths, taxonomy, choose, themer)
 
 
 def _build_report(
@@ -275,7 +305,7 @@ def _build_report(
     paths: Mapping[int, Sequence[str]],
     taxonomy: Sequence[ThemeConfig],
     choose: Chooser,
-    group: Grouper,
+    themer: Themer,
 ) -> Report:
     sections = {pr.status.number: narrated_section(pr) for pr in snapshot.pull_requests}
     narrated = {pr.status.number: pr for pr in snapshot.pull_requests if sections[pr.status.number]}
@@ -341,7 +371,7 @@ def _build_report(
         sections=tuple(
             Section(
                 s,
-                _themes([c for c in changes if c.section == s], bool(taxonomy), group),
+                _themes([c for c in changes if c.section == s], bool(taxonomy), themer),
                 _reverted(undone.pairs, hidden) if s == DELIVERED else (),
             )
             for s in (DELIVERED, IN_PROGRESS)
@@ -396,8 +426,8 @@ def _title(pr: PullRequestSnapshot) -> str:
     return " ".join(words)
 
 
-def _themes(changes: Sequence[Change], themed: bool, group: Grouper = clusters.group) -> tuple[Theme, ...]:
-    """The section's changes in themes (tracker.core.clusters), named; "Other", then upkeep, last."""
+def _themes(changes: Sequence[Change], themed: bool, themer: Themer = named_section) -> tuple[Theme, ...]:
+    """The section's changes in the themes `themer` finds and names; "Other", then upkeep, last."""
     changes = sorted(changes, key=_order)
     items = [
         clusters.Item(
@@ -410,45 +440,67 @@ def _themes(changes: Sequence[Change], themed: bool, group: Grouper = clusters.g
         )
         for change in changes
     ]
-    themes: list[Theme] = []
+    named = themer(items, [change.theme for change in changes] if themed else ())
+    themes = tuple(
+        Theme(
+            theme.id,
+            theme.en,
+            theme.zh,
+            tuple(Highlight(h.id, h.en, h.zh, tuple(changes[i] for i in h.members)) for h in theme.highlights),
+            theme.terms,
+        )
+        for theme in named
+    )
+    upkeep = [change for change in changes if change.upkeep]
+    return (*themes, _upkeep_theme(upkeep)) if upkeep else themes
+
+
+def named_themes(
+    items: Sequence[clusters.Item], priors: Sequence[ThemeChoice], groups: Sequence[clusters.Group]
+) -> tuple[NamedTheme, ...]:
+    """The themes of a section's `items` the grouping found (`groups`), named by their distinctive terms and
+    their area: the taxonomy's, from each item's choice (`priors`, names included; empty without a taxonomy),
+    else the code layout's of the items' paths. Two of one name are one theme; upkeep is taken out (the report
+    says it in its own last theme); "Other" last. Reads nothing else: what a caller keeps of it is keyed on the
+    items, the priors and the code."""
+    themes: list[NamedTheme] = []
     used: set[str] = set()
-    for found in group(items):
-        members = [changes[i] for i in found.members]
+    for found in groups:
         terms: tuple[str, ...] = ()
-        area = _area(members, themed) if found.other else None
+        area = _area(found.members, items, priors) if found.other else None
         if found.other and area is None:
             en, zh = OTHER_THEME[1], OTHER_THEME[2]
         elif found.other and area is not None:  # alike to no theme, but all in one area: named by it
             en, zh = area
         else:
             topic_terms = [t.terms[0] for t in found.topics if t.terms]
-            en, zh, terms = _theme_name(found.terms, topic_terms, members, themed)
-        highlights = _highlights(found.topics, changes, themed)
+            en, zh, terms = _theme_name(found.terms, topic_terms, found.members, items, priors)
+        highlights = _highlights(found.topics, items, priors)
         if en == OTHER_THEME[1] and not found.other and highlights[0].en != FURTHER[0]:
             en, zh = highlights[0].en, highlights[0].zh  # nothing names the whole: its largest part does
         if len(highlights) == 1 and highlights[0].en == FURTHER[0]:  # nothing names a part: the theme's name does
-            highlights = (replace(highlights[0], id=_slug(en) or "topic", en=_short(en), zh=_short(zh)),)
+            highlights = (highlights[0]._replace(id=_slug(en) or "topic", en=_short(en), zh=_short(zh)),)
         same = next((i for i, theme in enumerate(themes) if theme.en == en), None)
         if same is not None:  # two communities one name says (the taxonomy's area, alone): one theme
-            themes[same] = replace(themes[same], highlights=_merged(themes[same].highlights, highlights))
+            themes[same] = themes[same]._replace(highlights=_merged(themes[same].highlights, highlights))
             continue
         mixed = found.other and en == OTHER_THEME[1]
         theme_id = OTHER_THEME[0] if mixed else unique_id(en, used, "theme")
-        themes.append(Theme(theme_id, en, zh, highlights, terms))
+        themes.append(NamedTheme(theme_id, en, zh, terms, highlights))
     # Upkeep is grouped with the rest (what it touches tells the grouping about the others), then taken out
     # of its theme into the last one.
-    upkeep = sorted((change for change in changes if change.upkeep), key=_order)
-    kept = [_without_upkeep(theme) for theme in themes]
-    ordered = sorted(
-        (theme for theme in kept if theme.highlights),
-        key=lambda theme: (theme.id == OTHER_THEME[0], -len(theme.changes)),
+    kept = [_without_upkeep(theme, items) for theme in themes]
+    return tuple(
+        sorted(
+            (theme for theme in kept if theme.highlights),
+            key=lambda theme: (theme.id == OTHER_THEME[0], -sum(len(h.members) for h in theme.highlights)),
+        )
     )
-    return (*ordered, _upkeep_theme(upkeep)) if upkeep else tuple(ordered)
 
 
-def _without_upkeep(theme: Theme) -> Theme:
-    highlights = (replace(h, changes=tuple(c for c in h.changes if not c.upkeep)) for h in theme.highlights)
-    return replace(theme, highlights=tuple(h for h in highlights if h.changes))
+def _without_upkeep(theme: NamedTheme, items: Sequence[clusters.Item]) -> NamedTheme:
+    highlights = (h._replace(members=tuple(i for i in h.members if not items[i].upkeep)) for h in theme.highlights)
+    return theme._replace(highlights=tuple(h for h in highlights if h.members))
 
 
 # The parts of the upkeep theme, by kind (tracker.core.noise).
@@ -474,24 +526,22 @@ def _upkeep_theme(changes: Sequence[Change]) -> Theme:
     return Theme(noise.MAINTENANCE_THEME[0], noise.MAINTENANCE_THEME[1], noise.MAINTENANCE_THEME[2], highlights)
 
 
-def _merged(first: Sequence[Highlight], second: Sequence[Highlight]) -> tuple[Highlight, ...]:
+def _merged(first: Sequence[NamedHighlight], second: Sequence[NamedHighlight]) -> tuple[NamedHighlight, ...]:
     """The highlights of two themes of one name: one of each name, at most `MAX_HIGHLIGHTS`, the smallest
     beyond that in "Further changes"."""
-    by_name: dict[str, Highlight] = {}
+    by_name: dict[str, NamedHighlight] = {}
     for highlight in (*first, *second):
         known = by_name.get(highlight.en)
         by_name[highlight.en] = (
-            replace(known, changes=tuple(sorted((*known.changes, *highlight.changes), key=_order)))
-            if known
-            else highlight
+            known._replace(members=tuple(sorted((*known.members, *highlight.members)))) if known else highlight
         )
-    ranked = sorted(by_name.values(), key=lambda h: (h.en == FURTHER[0], -len(h.changes)))
+    ranked = sorted(by_name.values(), key=lambda h: (h.en == FURTHER[0], -len(h.members)))
     if len(ranked) <= MAX_HIGHLIGHTS:
         return tuple(ranked)
     kept, rest = ranked[: MAX_HIGHLIGHTS - 1], ranked[MAX_HIGHLIGHTS - 1 :]
-    folded = tuple(sorted((c for h in rest for c in h.changes), key=_order))
+    folded = tuple(sorted(i for h in rest for i in h.members))
     ids = {h.id for h in kept}
-    return (*kept, Highlight(unique_id(FURTHER[0], ids, "topic"), *FURTHER, folded))
+    return (*kept, NamedHighlight(unique_id(FURTHER[0], ids, "topic"), *FURTHER, folded))
 
 
 def _references(change: Change) -> set[int]:
@@ -499,10 +549,14 @@ def _references(change: Change) -> set[int]:
 
 
 def _theme_name(
-    terms: Sequence[str], topic_terms: Sequence[str], members: Sequence[Change], themed: bool
+    terms: Sequence[str],
+    topic_terms: Sequence[str],
+    members: Sequence[int],
+    items: Sequence[clusters.Item],
+    priors: Sequence[ThemeChoice],
 ) -> tuple[str, str, tuple[str, ...]]:
     """Its distinctive terms, then its area: "GTP and CUDA graphs · Tensor Parallel"."""
-    area = _area(members, themed)
+    area = _area(members, items, priors)
     if area is not None:
         # A term the area's name already says ("MoE" in "Mixture of Experts (MoE)") is said once.
         terms = [t for t in terms if t.casefold() not in _words(area[0])]
@@ -510,7 +564,7 @@ def _theme_name(
         if area is not None:
             return area[0], area[1], ()
         if not topic_terms:  # nothing names it: where its code is (never a fragment of a title)
-            return (*(vocabulary.area_name([p for change in members for p in change.paths]) or OTHER_THEME[1:]), ())
+            return (*(vocabulary.area_name([p for i in members for p in items[i].paths]) or OTHER_THEME[1:]), ())
         terms = list(topic_terms[:2])  # no term for the whole theme: its two largest sub-topics
     zh = vocabulary.spaced("、".join(vocabulary.chinese(t) for t in terms))  # before a capital says a name
     terms = [_capitalised(terms[0]), *terms[1:]]
@@ -520,13 +574,16 @@ def _theme_name(
     return f"{en} · {area[0]}", f"{zh} · {area[1]}", tuple(terms)
 
 
-def _area(members: Sequence[Change], themed: bool, highlight: bool = False) -> tuple[str, str] | None:
-    """The taxonomy's area (or sub-area) of most of the members, else the code layout's area of their files."""
-    if themed:
+def _area(
+    members: Sequence[int], items: Sequence[clusters.Item], priors: Sequence[ThemeChoice], highlight: bool = False
+) -> tuple[str, str] | None:
+    """The taxonomy's area (or sub-area) of most of the members (when there are `priors`), else the code
+    layout's area of their files."""
+    if priors:
         counts: dict[str, int] = defaultdict(int)
         names: dict[str, tuple[str, str]] = {}
-        for change in members:
-            prior = change.theme
+        for i in members:
+            prior = priors[i]
             if not prior.theme_id.startswith(LAYOUT_PREFIX):
                 key = f"{prior.theme_id}/{prior.highlight_id}" if highlight else prior.theme_id
                 counts[key] += 1
@@ -536,21 +593,23 @@ def _area(members: Sequence[Change], themed: bool, highlight: bool = False) -> t
             if 2 * counts[best] > len(members):
                 return names[best]
     # The layout's area, or its folder when the layout would say one generic word ("Training").
-    return vocabulary.area_name(considered_files_of([change.paths for change in members]))
+    return vocabulary.area_name(considered_files_of([items[i].paths for i in members]))
 
 
-def _highlights(topics: Sequence[clusters.Topic], changes: Sequence[Change], themed: bool) -> tuple[Highlight, ...]:
+def _highlights(
+    topics: Sequence[clusters.Topic], items: Sequence[clusters.Item], priors: Sequence[ThemeChoice]
+) -> tuple[NamedHighlight, ...]:
     """Each sub-topic named by its distinctive term when most of its changes say it, else by the taxonomy's
     sub-area of most of them, else by the term, else by its area; two of one name are one highlight."""
-    named: dict[str, tuple[str, list[Change]]] = {}
+    named: dict[str, tuple[str, list[int]]] = {}
     for topic in topics:
-        members = [changes[i] for i in topic.members]
-        prior = _area(members, themed, highlight=True) if themed else None
+        members = list(topic.members)
+        prior = _area(members, items, priors, highlight=True) if priors else None
         # One title's word, or a word a minority of the titles say, names less than the taxonomy's sub-area.
         if topic.terms and (prior is None or (len(members) > 1 and topic.share >= 0.5)):
             en, zh = _capitalised(topic.terms[0]), vocabulary.chinese(topic.terms[0])
         else:
-            en, zh = (prior if themed else _area(members, themed, highlight=True)) or FURTHER
+            en, zh = (prior if priors else _area(members, items, priors, highlight=True)) or FURTHER
         if en in named:
             named[en][1].extend(members)
         else:
@@ -558,8 +617,7 @@ def _highlights(topics: Sequence[clusters.Topic], changes: Sequence[Change], the
     used: set[str] = set()
     ordered = sorted(named.items(), key=lambda item: item[0] == FURTHER[0])  # "Further changes" last
     return tuple(
-        Highlight(unique_id(en, used, "topic"), en, zh, tuple(sorted(members, key=_order)))
-        for en, (zh, members) in ordered
+        NamedHighlight(unique_id(en, used, "topic"), en, zh, tuple(sorted(members))) for en, (zh, members) in ordered
     )
 
 

@@ -95,8 +95,8 @@ def report_for(
     """The report model of the month at the cutoff: one read, then pure computation; with the narrator's
     stored prose when the repository uses it (`prose=False`: the deterministic report, which the
     narrator describes). With `cache`, the month's snapshot comes from its digest when a worker kept one
-    for the month as it is (tracker.reports.digests), and each section's grouping into themes is read from
-    Redis when any process computed it before, and kept there when computed (tracker.reports.groupings).
+    for the month as it is (tracker.reports.digests), and each section's themes, grouped and named, are read
+    from Redis when any process computed them before, and kept there when computed (tracker.reports.groupings).
     `digest`: the month's digest when the caller holds it already (a worker that just read it, or that reads
     each cutoff of a month from Redis).
     `evidence=False`: for a document that does not show each PR's evidence (the Markdown and the HTML), the
@@ -113,7 +113,7 @@ def report_for(
     else:
         inputs = services.state.month_inputs(request.repo, str(window.month), window.end)
         snapshot, paths, known = _snapshot(services, request, inputs, coverage), inputs.paths, memo.NOTHING
-    report = build_report(snapshot, paths, config.themes_for(request.repo), group=SharedGroupings(cache), known=known)
+    report = build_report(snapshot, paths, config.themes_for(request.repo), themer=SharedGroupings(cache), known=known)
     return with_prose(report, services.narrations, config) if prose else report
 
 

@@ -1,24 +1,25 @@
 """A month's report computed before anyone asks: what the workers do after they change a month.
 
 The first request for a month after a new delivery would otherwise pay for everything: reading the month,
-the snapshot, the report model and above all its grouping into themes (tracker.reports.groupings), then
-the rendering. `warm_month` does that work in a worker, for the request most readers make (the month to
+the snapshot, the report model and above all its themes, grouped and named (tracker.reports.groupings),
+then the rendering. `warm_month` does that work in a worker, for the request most readers make (the month to
 date: `current`, the month without a cutoff, or today's cutoff, which are one window), and keeps:
 - the month's digest (tracker.reports.digests): its inputs at every cutoff, which any request of the
   month at any cutoff reads instead of the database until the month changes again;
-- each section's grouping in Redis by content (40 days), which every other cutoff whose sections have the
-  same content reads too, and any request after the next delivery whose sections did not change;
+- each section's themes, grouped and named, in Redis by content (40 days), which every other cutoff whose
+  sections have the same content reads too, and any request after the next delivery whose sections did not
+  change;
 - the month's documents (JSON, its summary, Markdown and HTML in both languages, and, for a repository in a
   group, what its groups read of it: tracker.reports.render.MEMBER_DOCUMENT) in the render cache under the
   month's current version, so the month-to-date request is a cache hit until the next change (or until the
   entry expires or is evicted: tracker.reports.cache keeps an entry 6 hours at most, 128 in all);
-- the grouping of each earlier cutoff of the month ("through the 13th"), computed from the digest in
+- the named themes of each earlier cutoff of the month ("through the 13th"), computed from the digest in
   memory: whenever the month has come to rest (`rested`: a reader coming back to a past cutoff finds its
-  grouping kept), and under a stream that never rests at most once every EARLIER_EVERY seconds per month.
-  A delivery changes the sections of the cutoffs after its instant only, so the groupings of the earlier
+  themes kept), and under a stream that never rests at most once every EARLIER_EVERY seconds per month.
+  A delivery changes the sections of the cutoffs after its instant only, so the themes of the earlier
   ones stay valid (they are kept by content) and a pass over a month that was passed over before reads
-  Redis and clusters nothing: a few seconds of a worker's time for the largest months, against a third of
-  a second of clustering in the first request of any such cutoff.
+  Redis and neither clusters nor names anything: a few seconds of a worker's time for the largest months,
+  against a third of a second of clustering and naming in the first request of any such cutoff.
 
 A month whose final report is its record is served from the record, so nothing is warmed for it.
 
@@ -93,13 +94,13 @@ class Warmed:
     cutoff: str  # the day the month-to-date window ends
     rendered: int  # documents rendered now
     cached: int  # documents already in the cache for the month's current version
-    earlier: int = 0  # earlier cutoffs whose groupings were kept now (a pass at most every EARLIER_EVERY s)
+    earlier: int = 0  # earlier cutoffs whose themes were kept now (a pass at most every EARLIER_EVERY s)
 
 
 def warm_month(services: WarmServices, full_name: str, month: str, *, rested: bool = False) -> Warmed | None:
     """Compute and keep what the month's month-to-date request reads. None when there is nothing to
     warm: no Redis, a repository or month the ledger cannot answer for, or a month served from its
-    record. `rested`: the month stopped changing (`warm_when_rested`), so its earlier cutoffs are grouped whenever
+    record. `rested`: the month stopped changing (`warm_when_rested`), so its earlier cutoffs are themed whenever
     the last pass over them was."""
     cache = services.redis
     if cache is None:
@@ -139,8 +140,8 @@ def earlier_key(full_name: str, month: str) -> str:
 def _group_earlier_cutoffs(
     cache: Redis, services: WarmServices, request: MonthRequest, digest: MonthDigest | KeptDigest | None
 ) -> int:
-    """Keep the grouping of each cutoff before the month-to-date one (a grouping kept already, by content,
-    costs a Redis read); the number of cutoffs passed over."""
+    """Keep the named themes of each cutoff before the month-to-date one (themes kept already, by content,
+    cost a Redis read); the number of cutoffs passed over."""
     window = request.window
     month = str(window.month)
     if digest is None:
