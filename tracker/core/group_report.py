@@ -1,8 +1,8 @@
 """A group's month: the reports of its member repositories merged into one. Pure.
 
-Each member's report is read in the form a reader of it gets, its JSON document
-(tracker.reports.render.report_document, or a finalised month's record of it), so that a group report is the
-merge of what its members' own reports say, nothing recomputed:
+Each member's report is read in the form a reader of it gets, its JSON document (a finalised month's record of
+it), or the values of that document this module reads (tracker.reports.render.member_document), so that a group
+report is the merge of what its members' own reports say, nothing recomputed:
 
 - a row of statistics per member (opened, merged, closed without merge, active at cutoff, the four exclusions
   and the PRs awaiting classification), as the member's document counts them, and their totals;

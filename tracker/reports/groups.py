@@ -184,7 +184,8 @@ def group_report(
     cache: Redis | None,
     records: Mapping[MonthRequest, MonthRecord | None],
 ) -> GroupReport:
-    """The members' JSON documents (a record's, else what the render cache keeps of the group's part), merged."""
+    """What the group reads of each member's report (its record's JSON document, else its `MEMBER_DOCUMENT` from
+    the render cache, rendered and kept there when missing), merged."""
     documents = []
     for member in group.members:
         record = records.get(member)
