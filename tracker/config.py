@@ -291,10 +291,9 @@ class TrackerConfig(BaseModel):
         return tuple(members.values())
 
     def in_a_group(self, full_name: str) -> bool:
-        """Whether a group names the repository (any case), itself or by its owner's `owner/*`."""
+        """Whether the repository is a member of some group (`members_of`: itself, or by its owner's `owner/*`)."""
         wanted = full_name.lower()
-        every = f"{wanted.partition('/')[0]}/{EVERY_REPOSITORY}"
-        return any(entry.lower() in (wanted, every) for group in self.groups.values() for entry in group.members)
+        return any(wanted in (repo.lower() for repo in self.members_of(group, [full_name])) for group in self.groups)
 
     def group_publishing(self, group: str) -> PublishConfig:
         """Where a group's finalised months are published (a configured name): its own `publish`, else nowhere."""
